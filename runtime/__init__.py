@@ -1,0 +1,1 @@
+"""What hosts toolprep's actors: providers, tools, the ACP connection, the CLI."""

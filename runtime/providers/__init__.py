@@ -1,0 +1,1 @@
+"""Provider adapters: provider SSE in, Gemini-compatible chunks plus preparations out."""

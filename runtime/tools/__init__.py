@@ -1,0 +1,1 @@
+"""Tools the agent can run, and the registry a hosting daemon extends."""

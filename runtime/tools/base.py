@@ -1,0 +1,76 @@
+"""The contract between the ToolExecutor and a tool.
+
+Tools are plain blocking callables run on the executor's worker pool. They
+describe themselves to the editor (ACP kind, title, locations) from their
+arguments, and report results both for the editor (ACP content) and for the
+model (``llm_output``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+ToolKind = Literal[
+    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
+]
+
+PermissionOutcome = Literal["allow_once", "allow_always", "reject_once", "reject_always", "cancelled"]
+
+
+class ToolError(Exception):
+    """A tool failed in an expected way; the message is shown to user and model."""
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequest:
+    tool_call_id: str
+    tool_name: str
+    title: str
+    kind: ToolKind
+    raw_input: Mapping[str, Any]
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Per-call environment. ``request_permission`` blocks until the client answers."""
+
+    session_id: str
+    cwd: Path
+    tool_call_id: str
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    request_permission: Callable[[PermissionRequest], PermissionOutcome] | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a finished tool returns.
+
+    ``content`` is ACP ToolCallContent (``{"type": "content", ...}`` or
+    ``{"type": "diff", ...}``); ``llm_output`` is what the model sees;
+    ``plan`` (todo_write only) becomes an ACP ``plan`` update instead of a card.
+    """
+
+    llm_output: str
+    content: tuple[dict[str, Any], ...] = ()
+    raw_output: Any = None
+    plan: tuple[dict[str, Any], ...] | None = None
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    kind: ToolKind
+
+    def title(self, args: Mapping[str, Any]) -> str: ...
+
+    def locations(self, args: Mapping[str, Any], cwd: Path) -> list[dict[str, Any]]: ...
+
+    def needs_permission(self, args: Mapping[str, Any]) -> bool: ...
+
+    def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput: ...
