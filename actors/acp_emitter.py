@@ -1,0 +1,129 @@
+"""AcpEmitter: the only writer of frames to each client connection.
+
+Every update of a session passes through this one actor, so the order in which
+roles *sent* frames (causally: tracker before executor before supervisor) is
+the order the client reads them, and the turn result is written only after
+every frame that was sent before it. A failing write is logged and counted,
+never raised: during cleanup, one broken write must not stop the other
+discards.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from actors.base import EMITTER, RoleActor
+from actors.directory import RoleDirectory
+from messages.turns import (
+    AskPermission,
+    AttachSink,
+    DeliverTurnResult,
+    DetachSink,
+    Frame,
+    Frames,
+    TurnResult,
+)
+from runtime.tools.filters import card_suppressed
+
+logger = logging.getLogger(__name__)
+
+
+class SessionSink(Protocol):
+    """Where a session's output goes: an ACP connection, or a test's recorder."""
+
+    def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
+
+    def request_permission(
+        self, session_id: str, tool_call: dict[str, Any], request: Any
+    ) -> Future[str]: ...
+
+
+@dataclass(slots=True)
+class EmitterState:
+    sinks: dict[str, SessionSink] = field(default_factory=dict)
+    write_failures: int = 0
+    frames_written: int = 0
+
+
+class AcpEmitter(RoleActor):
+    role = EMITTER
+
+    def __init__(self, directory: RoleDirectory, state: EmitterState) -> None:
+        self.state = state
+        super().__init__(directory)
+
+    def register_handlers(self) -> None:
+        self.handle(Frame, self.on_frame)
+        self.handle(Frames, self.on_frames)
+        self.handle(DeliverTurnResult, self.on_turn_result)
+        self.handle(AskPermission, self.on_ask_permission)
+        self.handle(AttachSink, self.on_attach)
+        self.handle(DetachSink, self.on_detach)
+
+    def on_attach(self, msg: AttachSink) -> None:
+        self.state.sinks[msg.session_id] = msg.sink
+
+    def on_detach(self, msg: DetachSink) -> None:
+        self.state.sinks.pop(msg.session_id, None)
+
+    def _write(self, sink: SessionSink | None, session_id: str, update: dict[str, Any]) -> None:
+        meta = update.get("_meta")
+        if meta is not None and update["sessionUpdate"] in ("tool_call", "tool_call_update"):
+            if card_suppressed(meta.get("toolName", "")):
+                return
+        if sink is None:
+            return
+        try:
+            sink.send_update(session_id, update)
+            self.state.frames_written += 1
+        except Exception as exc:  # a broken client must not take the runtime down
+            self.state.write_failures += 1
+            logger.warning("frame write for %s failed: %r", session_id, exc)
+
+    def on_frame(self, msg: Frame) -> None:
+        self._write(self.state.sinks.get(msg.session_id), msg.session_id, msg.update)
+
+    def on_frames(self, msg: Frames) -> None:
+        sink = self.state.sinks.get(msg.session_id)
+        for update in msg.updates:
+            self._write(sink, msg.session_id, update)
+
+    def on_turn_result(self, msg: DeliverTurnResult) -> None:
+        _resolve(msg.reply, msg.result)
+
+    def on_ask_permission(self, msg: AskPermission) -> None:
+        sink = self.state.sinks.get(msg.session_id)
+        if sink is None:
+            _resolve(msg.reply, "cancelled")
+            return
+        try:
+            answer = sink.request_permission(msg.session_id, msg.tool_call, msg.request)
+        except Exception as exc:
+            logger.warning("permission request for %s failed: %r", msg.session_id, exc)
+            _resolve(msg.reply, "cancelled")
+            return
+
+        def relay(done: Future[str]) -> None:
+            try:
+                outcome = done.result()
+            except Exception:
+                outcome = "cancelled"
+            _resolve(msg.reply, outcome)
+
+        answer.add_done_callback(relay)
+
+
+def _resolve(future: Future[Any], value: Any) -> None:
+    """Complete a reply future once; its callbacks (the response write) run here, in order."""
+    if future.done():
+        return
+    try:
+        future.set_result(value)
+    except Exception as exc:  # InvalidStateError from a race, or a failing callback
+        logger.warning("could not deliver %r: %r", value, exc)
+
+
+__all__ = ["AcpEmitter", "EmitterState", "SessionSink", "TurnResult"]

@@ -1,0 +1,70 @@
+"""The base every role actor shares: typed dispatch and crash hand-over.
+
+Messages are dispatched on their class to ``handlers`` registered by the
+subclass. A handler that raises is a crash: pykka stops the actor and calls
+``on_failure``, where the directory starts a successor over the same state and
+the supervisor is told which session the poisoned message belonged to.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import pykka
+
+from actors.directory import RoleDirectory
+from messages.turns import ActorCrashed, CrashRole
+
+logger = logging.getLogger(__name__)
+
+SUPERVISOR = "supervisor"
+READER = "reader"
+TRACKER = "tracker"
+EXECUTOR = "executor"
+EMITTER = "emitter"
+
+
+class InjectedFault(RuntimeError):
+    """Raised on purpose by ``CrashRole``."""
+
+
+class RoleActor(pykka.ThreadingActor):
+    role: ClassVar[str]
+    use_daemon_thread = True
+
+    def __init__(self, directory: RoleDirectory) -> None:
+        super().__init__()
+        self.directory = directory
+        self._current: object | None = None
+        self._handlers: dict[type, Callable[[Any], None]] = {CrashRole: self._crash}
+        self.register_handlers()
+
+    def register_handlers(self) -> None:
+        raise NotImplementedError
+
+    def handle(self, message_type: type, handler: Callable[[Any], None]) -> None:
+        self._handlers[message_type] = handler
+
+    def on_receive(self, message: Any) -> Any:
+        handler = self._handlers.get(type(message))
+        if handler is None:
+            logger.warning("%s ignored unknown message %r", self.role, type(message).__name__)
+            return None
+        self._current = message
+        handler(message)
+        self._current = None
+        return None
+
+    def _crash(self, message: CrashRole) -> None:
+        raise InjectedFault(message.reason)
+
+    def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
+        message = self._current
+        session_id = getattr(message, "session_id", None)
+        successor = self.directory.restart_after_crash(self, exception_value)
+        if successor is None:
+            return
+        notice = ActorCrashed(role=self.role, error=repr(exception_value), session_id=session_id)
+        self.directory.tell(SUPERVISOR, notice)

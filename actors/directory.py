@@ -1,0 +1,130 @@
+"""Where role actors find each other, and how a crashed role comes back.
+
+Roles address each other by name through the directory rather than holding
+``ActorRef``s, so a restarted actor is picked up by every sender at once. The
+state a role owns lives in a separate object handed to its successor, which
+is what lets a restarted tracker still discard the cards its predecessor
+showed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pykka
+
+if TYPE_CHECKING:
+    from actors.base import RoleActor
+
+logger = logging.getLogger(__name__)
+
+RoleFactory = Callable[[], "pykka.ActorRef[Any]"]
+
+
+class RestartBudgetExceeded(RuntimeError):
+    """A role crashed more often than its budget allows; the runtime is broken."""
+
+
+class RoleDirectory:
+    """Name -> live actor, with restart-on-crash inside a budget per role."""
+
+    def __init__(self, *, max_restarts: int = 5, within_seconds: float = 60.0) -> None:
+        self._refs: dict[str, pykka.ActorRef[Any]] = {}
+        self._factories: dict[str, RoleFactory] = {}
+        self._crashes: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._max_restarts = max_restarts
+        self._within = within_seconds
+        self._broken: dict[str, str] = {}
+        self._stopping = False
+        self.restarts: dict[str, int] = {}
+
+    def register(self, role: str, factory: RoleFactory) -> pykka.ActorRef[Any]:
+        ref = factory()
+        with self._lock:
+            self._factories[role] = factory
+            self._refs[role] = ref
+            self._changed.notify_all()
+        return ref
+
+    def ref(self, role: str) -> pykka.ActorRef[Any]:
+        with self._lock:
+            return self._refs[role]
+
+    @property
+    def broken(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._broken)
+
+    def tell(self, role: str, message: object) -> None:
+        """Deliver to the role's current actor, following a restart in progress."""
+        deadline = time.monotonic() + 5.0
+        while True:
+            with self._lock:
+                ref = self._refs.get(role)
+                if role in self._broken or self._stopping:
+                    logger.warning("dropping %s for %s: role unavailable", type(message).__name__, role)
+                    return
+            if ref is None:
+                raise KeyError(role)
+            try:
+                ref.tell(message)
+                return
+            except pykka.ActorDeadError:
+                with self._lock:
+                    if self._refs.get(role) is ref and not self._stopping:
+                        self._changed.wait(timeout=0.05)
+                if time.monotonic() > deadline:
+                    logger.error("role %s stayed dead; dropping %s", role, type(message).__name__)
+                    return
+
+    def restart_after_crash(self, actor: RoleActor, error: BaseException) -> pykka.ActorRef[Any] | None:
+        """Start a successor for ``actor``'s role and move its unread mail over."""
+        role = actor.role
+        now = time.monotonic()
+        with self._lock:
+            if self._stopping:
+                return None
+            window = self._crashes.setdefault(role, deque())
+            window.append(now)
+            while window and now - window[0] > self._within:
+                window.popleft()
+            if len(window) > self._max_restarts:
+                self._broken[role] = f"{role} crashed {len(window)} times in {self._within:.0f}s: {error!r}"
+                logger.critical("restart budget exceeded: %s", self._broken[role])
+                self._changed.notify_all()
+                return None
+            factory = self._factories[role]
+        successor = factory()
+        with self._lock:
+            self._refs[role] = successor
+            self.restarts[role] = self.restarts.get(role, 0) + 1
+            self._changed.notify_all()
+        moved = 0
+        while True:
+            try:
+                envelope = actor.actor_inbox.get_nowait()
+            except Exception:  # queue.Empty; pykka inboxes are queue.Queue
+                break
+            if envelope.reply_to is None and not isinstance(envelope.message, pykka.messages._ActorStop):
+                successor.tell(envelope.message)
+                moved += 1
+        logger.error("%s crashed (%r); restarted, %d queued messages moved", role, error, moved)
+        return successor
+
+    def stop_all(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            self._stopping = True
+            refs = list(self._refs.values())
+            self._changed.notify_all()
+        for ref in refs:
+            try:
+                ref.stop(block=True, timeout=timeout)
+            except (pykka.ActorDeadError, pykka.Timeout):
+                pass

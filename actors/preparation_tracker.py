@@ -1,0 +1,264 @@
+"""PreparationTracker: the cards an attempt has shown, until execution or discard.
+
+Per session it follows the current attempt's tool calls through three states:
+*pending* (card shown, arguments still streaming), *parsed* (complete call
+arrived) and gone (released to execution, or discarded). It is the only role
+that sees chunks, so it is also where a provider-reused id is renamed before
+any frame carries it: the preparing frame and every later frame for that call
+use the same normalised id.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors.base import EMITTER, SUPERVISOR, TRACKER, RoleActor
+from actors.directory import RoleDirectory
+from messages import frames
+from messages.content import (
+    Content,
+    FinishReason,
+    FunctionCall,
+    FunctionCallPart,
+    Part,
+    TextPart,
+    ThoughtPart,
+    Usage,
+)
+from messages.preparation import get_preparations
+from messages.turns import (
+    AttemptEnded,
+    AttemptSucceeded,
+    BeginAttempt,
+    CallsReleased,
+    ChunkReceived,
+    EndAttempt,
+    Frames,
+    SessionClosed,
+    StreamCompleted,
+    StreamFailed,
+    ToolCallRequest,
+)
+from runtime.tools.filters import card_suppressed
+
+logger = logging.getLogger(__name__)
+
+ToolKindLookup = Any  # Callable[[str], str]
+
+
+@dataclass(slots=True)
+class Entry:
+    call_id: str
+    tool_name: str
+    card_shown: bool
+    call: FunctionCall | None = None
+
+
+@dataclass(slots=True)
+class AttemptTrack:
+    attempt: int
+    entries: dict[str, Entry] = field(default_factory=dict)  # keyed by the provider's raw id
+    order: list[str] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    stream_closed: bool = False
+    anonymous: int = 0
+
+
+@dataclass(slots=True)
+class SessionTrack:
+    shown_ids: set[str] = field(default_factory=set)
+    current: AttemptTrack | None = None
+
+
+@dataclass(slots=True)
+class TrackerState:
+    sessions: dict[str, SessionTrack] = field(default_factory=dict)
+
+
+class PreparationTracker(RoleActor):
+    role = TRACKER
+
+    def __init__(self, directory: RoleDirectory, state: TrackerState, kind_of: ToolKindLookup) -> None:
+        self.state = state
+        self.kind_of = kind_of
+        super().__init__(directory)
+
+    def register_handlers(self) -> None:
+        self.handle(BeginAttempt, self.on_begin)
+        self.handle(ChunkReceived, self.on_chunk)
+        self.handle(StreamCompleted, self.on_completed)
+        self.handle(StreamFailed, self.on_failed)
+        self.handle(EndAttempt, self.on_end)
+        self.handle(CallsReleased, self.on_released)
+        self.handle(SessionClosed, self.on_session_closed)
+
+    # --- helpers ---------------------------------------------------------------
+
+    def _live(self, session_id: str, attempt: int) -> tuple[SessionTrack, AttemptTrack] | None:
+        track = self.state.sessions.get(session_id)
+        if track is None or track.current is None or track.current.attempt != attempt:
+            return None
+        return track, track.current
+
+    @staticmethod
+    def _fresh_id(track: SessionTrack, raw_id: str) -> str:
+        if raw_id not in track.shown_ids:
+            return raw_id
+        n = 2
+        while f"{raw_id}_{n}" in track.shown_ids:
+            n += 1
+        return f"{raw_id}_{n}"
+
+    def _send(self, session_id: str, updates: list[dict[str, Any]]) -> None:
+        if updates:
+            self.directory.tell(EMITTER, Frames(session_id, tuple(updates)))
+
+    # --- handlers --------------------------------------------------------------
+
+    def on_begin(self, msg: BeginAttempt) -> None:
+        track = self.state.sessions.setdefault(msg.session_id, SessionTrack())
+        if track.current is not None:
+            logger.error("attempt %s of %s began over a live attempt", msg.attempt, msg.session_id)
+        track.current = AttemptTrack(msg.attempt)
+
+    def on_chunk(self, msg: ChunkReceived) -> None:
+        live = self._live(msg.session_id, msg.attempt)
+        if live is None or live[1].stream_closed:
+            return
+        track, attempt = live
+        chunk = msg.chunk
+        updates: list[dict[str, Any]] = []
+        # Preparations first: a chunk may carry both a preparation and its call.
+        for prep in get_preparations(chunk):
+            if prep.call_id in attempt.entries:
+                continue
+            suppressed = card_suppressed(prep.tool_name)
+            call_id = self._fresh_id(track, prep.call_id)
+            attempt.entries[prep.call_id] = Entry(call_id, prep.tool_name, card_shown=not suppressed)
+            attempt.order.append(prep.call_id)
+            track.shown_ids.add(call_id)
+            if not suppressed:
+                updates.append(frames.preparing(call_id, prep.tool_name, self.kind_of(prep.tool_name)))
+        for part in chunk.parts:
+            if isinstance(part, TextPart):
+                if part.text:
+                    updates.append(frames.agent_message_chunk(part.text))
+                    attempt.parts.append(part)
+            elif isinstance(part, ThoughtPart):
+                if part.text:
+                    updates.append(frames.agent_thought_chunk(part.text))
+                attempt.parts.append(part)
+            elif isinstance(part, FunctionCallPart):
+                self._collect_call(track, attempt, part.function_call)
+        if chunk.finish_reason is not None:
+            attempt.finish_reason = chunk.finish_reason
+        if chunk.usage is not None:
+            attempt.usage = chunk.usage
+        self._send(msg.session_id, updates)
+
+    def _collect_call(self, track: SessionTrack, attempt: AttemptTrack, call: FunctionCall) -> None:
+        raw_id = call.id
+        if not raw_id:
+            attempt.anonymous += 1
+            raw_id = f"call_{attempt.attempt}_{attempt.anonymous}"
+        entry = attempt.entries.get(raw_id)
+        if entry is not None and entry.call is not None:
+            # Same id for a second call in one response: give it its own identity.
+            raw_id = f"{raw_id}#{len(attempt.order)}"
+            entry = None
+        if entry is None:
+            call_id = self._fresh_id(track, raw_id.split("#")[0] if "#" in raw_id else raw_id)
+            entry = Entry(call_id, call.name, card_shown=False)
+            attempt.entries[raw_id] = entry
+            attempt.order.append(raw_id)
+            track.shown_ids.add(call_id)
+        entry.call = FunctionCall(entry.call_id, call.name, dict(call.args))
+        if entry.tool_name != call.name:
+            entry.tool_name = call.name
+
+    def on_completed(self, msg: StreamCompleted) -> None:
+        live = self._live(msg.session_id, msg.attempt)
+        if live is None or live[1].stream_closed:
+            return
+        _, attempt = live
+        attempt.stream_closed = True
+        updates: list[dict[str, Any]] = []
+        calls: list[ToolCallRequest] = []
+        for raw_id in list(attempt.order):
+            entry = attempt.entries[raw_id]
+            if entry.call is None:
+                # Rule: a preparation whose complete call never came is discarded.
+                if entry.card_shown:
+                    updates.append(frames.discarded(entry.call_id, entry.tool_name))
+                del attempt.entries[raw_id]
+                attempt.order.remove(raw_id)
+            else:
+                calls.append(ToolCallRequest(entry.call_id, entry.call, prepared=entry.card_shown))
+        self._send(msg.session_id, updates)
+        parts = _merge_text(attempt.parts) + [FunctionCallPart(c.call) for c in calls]
+        self.directory.tell(
+            SUPERVISOR,
+            AttemptSucceeded(
+                msg.session_id,
+                msg.attempt,
+                Content("model", tuple(parts)),
+                attempt.finish_reason,
+                attempt.usage,
+                tuple(calls),
+            ),
+        )
+
+    def on_failed(self, msg: StreamFailed) -> None:
+        live = self._live(msg.session_id, msg.attempt)
+        if live is None or live[1].stream_closed:
+            return
+        live[1].stream_closed = True
+        self.directory.tell(SUPERVISOR, msg)
+
+    def on_end(self, msg: EndAttempt) -> None:
+        discarded: list[str] = []
+        live = self._live(msg.session_id, msg.attempt)
+        if live is not None:
+            track, attempt = live
+            attempt.stream_closed = True
+            updates: list[dict[str, Any]] = []
+            for raw_id in attempt.order:
+                entry = attempt.entries[raw_id]
+                if entry.card_shown:
+                    updates.append(frames.discarded(entry.call_id, entry.tool_name))
+                    discarded.append(entry.call_id)
+            track.current = None
+            self._send(msg.session_id, updates)
+        self.directory.tell(
+            SUPERVISOR, AttemptEnded(msg.session_id, msg.attempt, msg.reason, tuple(discarded))
+        )
+
+    def on_released(self, msg: CallsReleased) -> None:
+        live = self._live(msg.session_id, msg.attempt)
+        if live is not None:
+            live[0].current = None
+
+    def on_session_closed(self, msg: SessionClosed) -> None:
+        self.state.sessions.pop(msg.session_id, None)
+
+
+def _merge_text(parts: list[Part]) -> list[Part]:
+    """Join consecutive text (and consecutive thought) fragments for history."""
+    merged: list[Part] = []
+    for part in parts:
+        last = merged[-1] if merged else None
+        if isinstance(part, TextPart) and isinstance(last, TextPart):
+            merged[-1] = TextPart(last.text + part.text)
+        elif (
+            isinstance(part, ThoughtPart)
+            and isinstance(last, ThoughtPart)
+            and last.signature is None
+        ):
+            merged[-1] = ThoughtPart(last.text + part.text, part.signature)
+        else:
+            merged.append(part)
+    return merged

@@ -1,0 +1,389 @@
+"""SessionSupervisor: the turn loop of every session, and every way an attempt ends.
+
+A turn is a loop: request -> attempt -> tools -> next request, until the
+model answers without calling a tool. Each attempt is a numbered generation;
+whatever ends it early (a retry, a model fallback, a user cancel, a stream
+error, a crashed role) goes through the same door: ``EndAttempt`` to the
+tracker, which discards the attempt's cards and answers ``AttemptEnded``, and
+only then does the supervisor act (back off, fall back, or finish the turn).
+That ordering is what makes "every card is terminal before the prompt
+result is written" hold for every stop reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Literal
+
+from actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, RoleActor
+from actors.directory import RoleDirectory
+from actors.stream_reader import ModelRoute
+from messages.content import (
+    Content,
+    FinishReason,
+    FunctionResponse,
+    FunctionResponsePart,
+    Usage,
+)
+from messages.turns import (
+    ActorCrashed,
+    AttemptEnded,
+    AttemptSucceeded,
+    BackoffElapsed,
+    BeginAttempt,
+    CallsReleased,
+    Cancel,
+    CancelTools,
+    CloseStream,
+    DeliverTurnResult,
+    EndAttempt,
+    EndReason,
+    ExecuteCalls,
+    ModelFallback,
+    OpenStream,
+    Retry,
+    SessionClosed,
+    SessionOpened,
+    StartTurn,
+    StopReason,
+    StreamFailed,
+    ToolsFinished,
+    TurnResult,
+)
+from runtime.providers.base import ModelRequest, StreamError, ToolDeclaration
+from runtime.retry import RetryPolicy
+from runtime.scheduler import Scheduler
+
+logger = logging.getLogger(__name__)
+
+Phase = Literal["idle", "streaming", "ending", "backoff", "tools"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnConfig:
+    system_prompt: str | None = None
+    max_tokens: int = 4096
+    max_requests_per_turn: int = 50
+    retry: RetryPolicy = RetryPolicy()
+
+
+@dataclass(slots=True)
+class Turn:
+    reply: Future[TurnResult]
+    history_mark: int
+    requests: int = 0
+    cancel_requested: bool = False
+    usage: Usage | None = None
+    last_error: str | None = None
+    # what to do once the tracker confirms the attempt ended
+    after: tuple[str, float] | None = None
+
+
+@dataclass(slots=True)
+class SessionState:
+    session_id: str
+    cwd: str
+    history: list[Content] = field(default_factory=list)
+    attempt: int = 0
+    route: int = 0
+    retries: int = 0
+    phase: Phase = "idle"
+    turn: Turn | None = None
+    closing: bool = False
+
+
+@dataclass(slots=True)
+class SupervisorState:
+    sessions: dict[str, SessionState] = field(default_factory=dict)
+    attempts_started: int = 0
+    retries: int = 0
+    fallbacks: int = 0
+    delays: list[float] = field(default_factory=list)
+
+
+class SessionSupervisor(RoleActor):
+    role = SUPERVISOR
+
+    def __init__(
+        self,
+        directory: RoleDirectory,
+        state: SupervisorState,
+        routes: tuple[ModelRoute, ...],
+        tools: tuple[ToolDeclaration, ...],
+        scheduler: Scheduler,
+        config: TurnConfig,
+    ) -> None:
+        self.state = state
+        self.routes = routes
+        self.tools = tools
+        self.scheduler = scheduler
+        self.config = config
+        super().__init__(directory)
+
+    def register_handlers(self) -> None:
+        self.handle(SessionOpened, self.on_session_opened)
+        self.handle(SessionClosed, self.on_session_closed)
+        self.handle(StartTurn, self.on_start_turn)
+        self.handle(Cancel, self.on_cancel)
+        self.handle(StreamFailed, self.on_stream_failed)
+        self.handle(Retry, self.on_retry)
+        self.handle(ModelFallback, self.on_fallback)
+        self.handle(AttemptEnded, self.on_attempt_ended)
+        self.handle(BackoffElapsed, self.on_backoff_elapsed)
+        self.handle(AttemptSucceeded, self.on_attempt_succeeded)
+        self.handle(ToolsFinished, self.on_tools_finished)
+        self.handle(ActorCrashed, self.on_actor_crashed)
+
+    # --- sessions ----------------------------------------------------------------
+
+    def on_session_opened(self, msg: SessionOpened) -> None:
+        self.state.sessions.setdefault(msg.session_id, SessionState(msg.session_id, msg.cwd))
+
+    def on_session_closed(self, msg: SessionClosed) -> None:
+        session = self.state.sessions.get(msg.session_id)
+        if session is None:
+            return
+        if session.turn is None:
+            self._forget(session)
+            return
+        session.closing = True
+        self.on_cancel(Cancel(msg.session_id))
+
+    def _forget(self, session: SessionState) -> None:
+        self.state.sessions.pop(session.session_id, None)
+        for role in (TRACKER, EXECUTOR):
+            self.directory.tell(role, SessionClosed(session.session_id))
+
+    # --- the turn loop -------------------------------------------------------------
+
+    def on_start_turn(self, msg: StartTurn) -> None:
+        session = self.state.sessions.get(msg.session_id)
+        if session is None:
+            msg.reply.set_result(TurnResult(None, error=f"Unknown session: {msg.session_id}"))
+            return
+        if session.turn is not None:
+            msg.reply.set_result(TurnResult(None, error="A prompt is already running in this session"))
+            return
+        session.turn = Turn(msg.reply, history_mark=len(session.history))
+        session.history.append(Content("user", msg.prompt))
+        session.route = 0
+        session.retries = 0
+        self._start_attempt(session)
+
+    def _start_attempt(self, session: SessionState) -> None:
+        turn = session.turn
+        assert turn is not None
+        if turn.requests >= self.config.max_requests_per_turn:
+            self._finish(session, "max_turn_requests")
+            return
+        turn.requests += 1
+        session.attempt += 1
+        session.phase = "streaming"
+        self.state.attempts_started += 1
+        route = self.routes[session.route]
+        request = ModelRequest(
+            model=route.model,
+            history=tuple(session.history),
+            system=self.config.system_prompt,
+            tools=self.tools,
+            max_tokens=self.config.max_tokens,
+        )
+        self.directory.tell(TRACKER, BeginAttempt(session.session_id, session.attempt))
+        self.directory.tell(
+            READER, OpenStream(session.session_id, session.attempt, session.route, request)
+        )
+
+    def _live(self, session_id: str, attempt: int, *phases: Phase) -> SessionState | None:
+        session = self.state.sessions.get(session_id)
+        if session is None or session.turn is None or session.attempt != attempt:
+            return None
+        if phases and session.phase not in phases:
+            return None
+        return session
+
+    def _end_attempt(self, session: SessionState, reason: EndReason, after: tuple[str, float]) -> None:
+        """Close the stream and have the tracker discard the attempt's cards, then do ``after``."""
+        assert session.turn is not None
+        session.turn.after = after
+        if session.phase == "ending":
+            return  # already ending; the new plan replaces the old one
+        session.phase = "ending"
+        self.directory.tell(READER, CloseStream(session.session_id, session.attempt))
+        self.directory.tell(TRACKER, EndAttempt(session.session_id, session.attempt, reason))
+
+    def on_stream_failed(self, msg: StreamFailed) -> None:
+        session = self._live(msg.session_id, msg.attempt, "streaming")
+        if session is None:
+            return
+        self._after_failure(session, msg.error)
+
+    def _after_failure(self, session: SessionState, error: StreamError) -> None:
+        assert session.turn is not None
+        session.turn.last_error = error.message
+        policy = self.config.retry
+        me = self.actor_ref
+        if error.retryable and session.retries < policy.max_retries:
+            delay = policy.delay(session.retries + 1, error.retry_after)
+            me.tell(Retry(session.session_id, session.attempt, delay, error.message))
+        elif session.route + 1 < len(self.routes):
+            model = self.routes[session.route + 1].model
+            me.tell(ModelFallback(session.session_id, session.attempt, model, error.message))
+        else:
+            self._end_attempt(session, "stream_error", ("fail", 0.0))
+
+    def on_retry(self, msg: Retry) -> None:
+        session = self._live(msg.session_id, msg.attempt, "streaming", "ending")
+        if session is None or session.turn is None or session.turn.cancel_requested:
+            return
+        session.retries += 1
+        self.state.retries += 1
+        self.state.delays.append(msg.delay)
+        logger.info("retrying %s in %.2fs: %s", msg.session_id, msg.delay, msg.error)
+        self._end_attempt(session, "retry", ("retry", msg.delay))
+
+    def on_fallback(self, msg: ModelFallback) -> None:
+        session = self._live(msg.session_id, msg.attempt, "streaming", "ending")
+        if session is None or session.turn is None or session.turn.cancel_requested:
+            return
+        if session.route + 1 >= len(self.routes):
+            self._end_attempt(session, "stream_error", ("fail", 0.0))
+            return
+        self.state.fallbacks += 1
+        logger.info("falling back to %s for %s: %s", msg.model, msg.session_id, msg.error)
+        self._end_attempt(session, "model_fallback", ("fallback", 0.0))
+
+    def on_attempt_ended(self, msg: AttemptEnded) -> None:
+        session = self._live(msg.session_id, msg.attempt, "ending")
+        if session is None or session.turn is None:
+            return
+        action, delay = session.turn.after or ("fail", 0.0)
+        session.turn.after = None
+        if action == "retry":
+            session.phase = "backoff"
+            attempt = session.attempt
+            me = self.directory
+            self.scheduler.call_later(
+                delay, lambda: me.tell(SUPERVISOR, BackoffElapsed(msg.session_id, attempt))
+            )
+        elif action == "fallback":
+            session.route += 1
+            session.retries = 0
+            self._start_attempt(session)
+        elif action == "cancel":
+            self._finish(session, "cancelled")
+        elif action == "refusal":
+            self._finish(session, "refusal")
+        elif action == "crash":
+            error = StreamError("a runtime role crashed", retryable=True, kind="crash")
+            session.phase = "streaming"  # the crash decision runs like a failed stream
+            self._after_failure(session, error)
+        else:
+            self._finish(session, None, error=session.turn.last_error or "model request failed")
+
+    def on_backoff_elapsed(self, msg: BackoffElapsed) -> None:
+        session = self._live(msg.session_id, msg.attempt, "backoff")
+        if session is not None:
+            self._start_attempt(session)
+
+    def on_attempt_succeeded(self, msg: AttemptSucceeded) -> None:
+        session = self._live(msg.session_id, msg.attempt, "streaming")
+        if session is None or session.turn is None:
+            return
+        turn = session.turn
+        if msg.usage is not None:
+            turn.usage = msg.usage
+        if msg.finish_reason is FinishReason.REFUSAL:
+            # The refused prompt and all that followed leave history (ACP "refusal").
+            del session.history[turn.history_mark :]
+            self._end_attempt(session, "completed", ("refusal", 0.0))
+            return
+        if msg.content.parts:
+            session.history.append(msg.content)
+        self.directory.tell(TRACKER, CallsReleased(session.session_id, session.attempt))
+        if msg.calls:
+            session.phase = "tools"
+            self.directory.tell(
+                EXECUTOR, ExecuteCalls(session.session_id, session.attempt, session.cwd, msg.calls)
+            )
+            return
+        stop: StopReason = "max_tokens" if msg.finish_reason is FinishReason.MAX_TOKENS else "end_turn"
+        self._finish(session, stop)
+
+    def on_tools_finished(self, msg: ToolsFinished) -> None:
+        session = self._live(msg.session_id, msg.attempt, "tools")
+        if session is None or session.turn is None:
+            return
+        responses = tuple(
+            FunctionResponsePart(
+                FunctionResponse(
+                    r.call_id,
+                    r.name,
+                    {"output": r.llm_output} if r.ok else {"error": r.llm_output},
+                    is_error=not r.ok,
+                )
+            )
+            for r in msg.results
+        )
+        if responses:
+            session.history.append(Content("user", responses))
+        if session.turn.cancel_requested:
+            self._finish(session, "cancelled")
+            return
+        if msg.cancelled:  # aborted by a crash recovery, not by the user
+            self._finish(session, None, error=session.turn.last_error or "tool execution aborted")
+            return
+        session.retries = 0
+        self._start_attempt(session)
+
+    # --- cancellation and crashes ------------------------------------------------------
+
+    def on_cancel(self, msg: Cancel) -> None:
+        session = self.state.sessions.get(msg.session_id)
+        if session is None or session.turn is None:
+            return
+        session.turn.cancel_requested = True
+        if session.phase in ("streaming", "ending"):
+            self._end_attempt(session, "cancel", ("cancel", 0.0))
+        elif session.phase == "backoff":
+            self._finish(session, "cancelled")
+        elif session.phase == "tools":
+            self.directory.tell(EXECUTOR, CancelTools(session.session_id, session.attempt))
+
+    def on_actor_crashed(self, msg: ActorCrashed) -> None:
+        logger.error("role %s crashed: %s", msg.role, msg.error)
+        if msg.session_id is None:
+            return
+        session = self.state.sessions.get(msg.session_id)
+        if session is None or session.turn is None:
+            return
+        if session.phase == "streaming":
+            self._end_attempt(session, "crash", ("crash", 0.0))
+        elif session.phase == "ending":
+            # The lost message may have been the EndAttempt itself: ask again (idempotent).
+            self.directory.tell(TRACKER, EndAttempt(session.session_id, session.attempt, "crash"))
+        elif session.phase == "tools":
+            self.directory.tell(EXECUTOR, CancelTools(session.session_id, session.attempt))
+            session.turn.last_error = f"{msg.role} crashed during tool execution"
+
+    # --- the end of a turn ------------------------------------------------------------
+
+    def _finish(self, session: SessionState, stop: StopReason | None, *, error: str | None = None) -> None:
+        turn = session.turn
+        assert turn is not None
+        session.turn = None
+        session.phase = "idle"
+        if stop == "cancelled" and session.history and len(session.history) > turn.history_mark:
+            _drop_dangling_calls(session.history)
+        result = TurnResult(stop, error=error, usage=turn.usage)
+        self.directory.tell(EMITTER, DeliverTurnResult(session.session_id, result, turn.reply))
+        if session.closing:
+            self._forget(session)
+
+
+def _drop_dangling_calls(history: list[Content]) -> None:
+    """A model message whose calls got no responses would break the next request."""
+    if history and history[-1].role == "model":
+        if any(hasattr(p, "function_call") for p in history[-1].parts):
+            history.pop()

@@ -1,0 +1,152 @@
+"""StreamReader: owns every open provider stream.
+
+All streams share one asyncio loop running on a thread this role owns, with
+the async SDK clients, so thousands of concurrent streams cost one thread.
+The actor's handlers only schedule work on that loop and return at once. A
+close cancels the stream's task, which closes its HTTP response immediately;
+anything the task had not yet delivered is simply never sent, and late
+messages are dropped downstream by attempt number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from actors.base import READER, TRACKER, RoleActor
+from actors.directory import RoleDirectory
+from messages.turns import ChunkReceived, CloseStream, OpenStream, StreamCompleted, StreamFailed
+from runtime.providers.base import ModelRequest, Provider, StreamError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRoute:
+    """One step of the model fallback chain: which provider, which model."""
+
+    provider: Provider
+    model: str
+
+
+@dataclass(slots=True)
+class ReaderState:
+    loop: asyncio.AbstractEventLoop | None = None
+    thread: threading.Thread | None = None
+    tasks: dict[str, tuple[int, asyncio.Task[None]]] = field(default_factory=dict)
+
+    def ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if self.loop is None:
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            self.thread = threading.Thread(target=run, name="toolprep-streams", daemon=True)
+            self.thread.start()
+            ready.wait()
+            self.loop = loop
+        return self.loop
+
+    def stop_loop(self) -> None:
+        loop = self.loop
+        if loop is None:
+            return
+
+        async def cancel_all() -> None:
+            tasks = [t for _, t in self.tasks.values()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(timeout=5)
+        except Exception as exc:
+            logger.warning("closing streams at shutdown: %r", exc)
+        loop.call_soon_threadsafe(loop.stop)
+        if self.thread is not None:
+            self.thread.join(timeout=5)
+        self.loop = None
+
+
+class StreamReader(RoleActor):
+    role = READER
+
+    def __init__(self, directory: RoleDirectory, state: ReaderState, routes: Sequence[ModelRoute]) -> None:
+        self.state = state
+        self.routes = tuple(routes)
+        super().__init__(directory)
+
+    def register_handlers(self) -> None:
+        self.handle(OpenStream, self.on_open)
+        self.handle(CloseStream, self.on_close)
+
+    def on_start(self) -> None:
+        self.state.ensure_loop()
+
+    def on_open(self, msg: OpenStream) -> None:
+        loop = self.state.ensure_loop()
+        provider = self.routes[msg.route].provider
+        directory = self.directory
+        state = self.state
+
+        def start() -> None:
+            previous = state.tasks.pop(msg.session_id, None)
+            if previous is not None:
+                previous[1].cancel()
+            task = loop.create_task(_pump(directory, msg.session_id, msg.attempt, provider, msg.request))
+            state.tasks[msg.session_id] = (msg.attempt, task)
+
+            def forget(done: asyncio.Task[None]) -> None:
+                current = state.tasks.get(msg.session_id)
+                if current is not None and current[1] is done:
+                    del state.tasks[msg.session_id]
+
+            task.add_done_callback(forget)
+
+        loop.call_soon_threadsafe(start)
+
+    def on_close(self, msg: CloseStream) -> None:
+        loop = self.state.ensure_loop()
+        state = self.state
+
+        def close() -> None:
+            current = state.tasks.get(msg.session_id)
+            if current is not None and current[0] <= msg.attempt:
+                current[1].cancel()
+
+        loop.call_soon_threadsafe(close)
+
+
+async def _pump(
+    directory: RoleDirectory, session_id: str, attempt: int, provider: Provider, request: ModelRequest
+) -> None:
+    """Forward one attempt's chunks, then exactly one end-of-stream message."""
+    stream = provider.stream(request)
+    try:
+        async for chunk in stream:
+            directory.tell(TRACKER, ChunkReceived(session_id, attempt, chunk))
+    except asyncio.CancelledError:
+        raise
+    except StreamError as exc:
+        directory.tell(TRACKER, StreamFailed(session_id, attempt, exc))
+        return
+    except Exception as exc:  # a provider bug is a failed attempt, not a dead reader
+        logger.exception("provider stream for %s crashed", session_id)
+        error = StreamError(f"provider failed: {exc!r}", retryable=True, kind="internal")
+        directory.tell(TRACKER, StreamFailed(session_id, attempt, error))
+        return
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            try:
+                await aclose()
+            except BaseException:  # closing a cancelled HTTP response may raise anything
+                pass
+    directory.tell(TRACKER, StreamCompleted(session_id, attempt))

@@ -1,0 +1,299 @@
+"""ToolExecutor: runs complete calls on a bounded worker pool.
+
+Tools block (file IO, subprocesses, waiting for the user's permission), so
+they run on a fixed pool of worker threads, never in this actor's handler.
+Calls of one session run one after another in the order the model made them;
+sessions run side by side. A tool that raises or times out is an ordinary
+failed result: the card ends ``failed`` with the error text, and the model
+sees the error. Only a call that never reached execution is *discarded*.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+from actors.base import EMITTER, EXECUTOR, SUPERVISOR, RoleActor
+from actors.directory import RoleDirectory
+from messages import frames
+from messages.turns import (
+    AskPermission,
+    CancelTools,
+    ExecuteCalls,
+    Frames,
+    SessionClosed,
+    ToolCallRequest,
+    ToolCallResult,
+    ToolFinished,
+    ToolsFinished,
+)
+from runtime.scheduler import Scheduler
+from runtime.tools.base import PermissionOutcome, PermissionRequest, ToolContext, ToolError, ToolOutput
+from runtime.tools.registry import ToolRegistry
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Batch:
+    attempt: int
+    cwd: str
+    calls: tuple[ToolCallRequest, ...]
+    index: int = 0
+    results: list[ToolCallResult] = field(default_factory=list)
+    context: ToolContext | None = None
+
+
+@dataclass(slots=True)
+class ExecutorState:
+    batches: dict[str, Batch] = field(default_factory=dict)
+    cancelled_through: dict[str, int] = field(default_factory=dict)
+    pool: ThreadPoolExecutor | None = None
+
+
+class ToolExecutor(RoleActor):
+    role = EXECUTOR
+
+    def __init__(
+        self,
+        directory: RoleDirectory,
+        state: ExecutorState,
+        registry: ToolRegistry,
+        scheduler: Scheduler,
+        *,
+        workers: int = 8,
+        timeout: float = 120.0,
+    ) -> None:
+        self.state = state
+        if state.pool is None:
+            state.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolprep-tool")
+        self.registry = registry
+        self.scheduler = scheduler
+        self.timeout = timeout
+        super().__init__(directory)
+
+    def register_handlers(self) -> None:
+        self.handle(ExecuteCalls, self.on_execute)
+        self.handle(ToolFinished, self.on_tool_finished)
+        self.handle(CancelTools, self.on_cancel)
+        self.handle(SessionClosed, self.on_session_closed)
+
+    def _frames(self, session_id: str, *updates: dict[str, Any]) -> None:
+        self.directory.tell(EMITTER, Frames(session_id, updates))
+
+    def on_execute(self, msg: ExecuteCalls) -> None:
+        if msg.attempt <= self.state.cancelled_through.get(msg.session_id, 0):
+            # Cancelled before the calls got here: they never ran, so their cards are discarded.
+            self._frames(
+                msg.session_id,
+                *(frames.discarded(c.call_id, c.call.name) for c in msg.calls if c.prepared),
+            )
+            self._report(msg.session_id, msg.attempt, [_cancelled(c) for c in msg.calls], cancelled=True)
+            return
+        self.state.batches[msg.session_id] = Batch(msg.attempt, msg.cwd, msg.calls)
+        self._start_next(msg.session_id)
+
+    def _start_next(self, session_id: str) -> None:
+        batch = self.state.batches.get(session_id)
+        if batch is None:
+            return
+        if batch.index >= len(batch.calls):
+            del self.state.batches[session_id]
+            self._report(session_id, batch.attempt, batch.results, cancelled=False)
+            return
+        request = batch.calls[batch.index]
+        call = request.call
+        tool = self.registry.get(call.name)
+        if tool is None:
+            self._frames(
+                session_id,
+                frames.execution_started(
+                    request.call_id, call.name, title=call.name, kind="other", locations=(),
+                    raw_input=call.args, prepared=request.prepared,
+                ),
+            )
+            self._finish_call(session_id, batch, ok=False, error=f"Unknown tool: {call.name}")
+            return
+        cwd = Path(batch.cwd)
+        try:
+            title = tool.title(call.args)
+            locations = tool.locations(call.args, cwd)
+        except Exception as exc:  # a tool's description must not stop the batch
+            logger.warning("describing %s failed: %r", call.name, exc)
+            title, locations = call.name, []
+        self._frames(
+            session_id,
+            frames.execution_started(
+                request.call_id, call.name, title=title, kind=tool.kind, locations=locations,
+                raw_input=call.args, prepared=request.prepared,
+            ),
+        )
+        context = ToolContext(
+            session_id=session_id, cwd=cwd, tool_call_id=request.call_id, timeout=self.timeout
+        )
+        context.request_permission = self._permission_asker(
+            session_id, request, title, tool.kind, context.cancelled
+        )
+        batch.context = context
+        attempt, call_id = batch.attempt, request.call_id
+        me = self.actor_ref
+        assert self.state.pool is not None
+        future = self.state.pool.submit(tool.run, call.args, context)
+
+        def done(f: Future[ToolOutput]) -> None:
+            try:
+                me.tell(ToolFinished(session_id, attempt, call_id, f))
+            except Exception:
+                self.directory.tell(EXECUTOR, ToolFinished(session_id, attempt, call_id, f))
+
+        future.add_done_callback(done)
+        self.scheduler.call_later(
+            self.timeout,
+            lambda: self.directory.tell(
+                EXECUTOR, ToolFinished(session_id, attempt, call_id, None, timed_out=True)
+            ),
+        )
+
+    def _permission_asker(
+        self,
+        session_id: str,
+        request: ToolCallRequest,
+        title: str,
+        kind: str,
+        cancelled: threading.Event,
+    ) -> Callable[[PermissionRequest], PermissionOutcome]:
+        """Blocking permission round trip for a worker; gives up as soon as the call is cancelled."""
+        directory = self.directory
+
+        def ask(permission: PermissionRequest) -> PermissionOutcome:
+            tool_call = {
+                "toolCallId": request.call_id,
+                "title": title,
+                "kind": kind,
+                "status": "pending",
+                "rawInput": request.call.args,
+            }
+            message = AskPermission(session_id, permission, tool_call)
+            directory.tell(EMITTER, message)
+            while True:
+                if cancelled.is_set():
+                    return "cancelled"
+                try:
+                    outcome: PermissionOutcome = message.reply.result(timeout=0.05)
+                    return outcome
+                except FutureTimeout:
+                    continue
+
+        return ask
+
+    def on_tool_finished(self, msg: ToolFinished) -> None:
+        batch = self.state.batches.get(msg.session_id)
+        if batch is None or batch.attempt != msg.attempt or batch.index >= len(batch.calls):
+            return
+        if batch.calls[batch.index].call_id != msg.call_id:
+            return
+        if msg.timed_out:
+            if batch.context is not None:
+                batch.context.cancelled.set()
+            self._finish_call(
+                msg.session_id, batch, ok=False, error=f"Timed out after {self.timeout:g}s"
+            )
+            return
+        future: Future[ToolOutput] = msg.outcome
+        try:
+            output = future.result()
+        except ToolError as exc:
+            self._finish_call(msg.session_id, batch, ok=False, error=str(exc))
+            return
+        except Exception as exc:
+            logger.warning("tool %s raised: %r", batch.calls[batch.index].call.name, exc)
+            self._finish_call(msg.session_id, batch, ok=False, error=f"Tool crashed: {exc!r}")
+            return
+        self._finish_call(msg.session_id, batch, ok=True, output=output)
+
+    def _finish_call(
+        self,
+        session_id: str,
+        batch: Batch,
+        *,
+        ok: bool,
+        output: ToolOutput | None = None,
+        error: str | None = None,
+    ) -> None:
+        request = batch.calls[batch.index]
+        name = request.call.name
+        if ok and output is not None:
+            updates = [
+                frames.tool_result(
+                    request.call_id, name, ok=True, content=output.content,
+                    raw_output=output.raw_output,
+                )
+            ]
+            if output.plan is not None:
+                updates.append(frames.plan(output.plan))
+            self._frames(session_id, *updates)
+            batch.results.append(ToolCallResult(request.call_id, name, True, output.llm_output))
+        else:
+            text = error or "failed"
+            self._frames(
+                session_id,
+                frames.tool_result(
+                    request.call_id, name, ok=False, content=[frames.text_content(text)],
+                    raw_output={"error": text},
+                ),
+            )
+            batch.results.append(ToolCallResult(request.call_id, name, False, text))
+        batch.index += 1
+        batch.context = None
+        self._start_next(session_id)
+
+    def on_cancel(self, msg: CancelTools) -> None:
+        previous = self.state.cancelled_through.get(msg.session_id, 0)
+        self.state.cancelled_through[msg.session_id] = max(previous, msg.attempt)
+        batch = self.state.batches.get(msg.session_id)
+        if batch is None or batch.attempt > msg.attempt:
+            return
+        del self.state.batches[msg.session_id]
+        if batch.context is not None:
+            batch.context.cancelled.set()
+        updates: list[dict[str, Any]] = []
+        results = list(batch.results)
+        for position in range(batch.index, len(batch.calls)):
+            request = batch.calls[position]
+            started = position == batch.index and batch.context is not None
+            if started or request.prepared:
+                text = "Cancelled while running" if started else "Cancelled before it started"
+                updates.append(
+                    frames.tool_result(
+                        request.call_id, request.call.name, ok=False,
+                        content=[frames.text_content(text)], raw_output={"error": text},
+                    )
+                )
+            results.append(_cancelled(request))
+        self._frames(msg.session_id, *updates)
+        self._report(msg.session_id, batch.attempt, results, cancelled=True)
+
+    def on_session_closed(self, msg: SessionClosed) -> None:
+        self.state.cancelled_through.pop(msg.session_id, None)
+
+    def _report(
+        self, session_id: str, attempt: int, results: list[ToolCallResult], *, cancelled: bool
+    ) -> None:
+        self.directory.tell(
+            SUPERVISOR, ToolsFinished(session_id, attempt, tuple(results), cancelled=cancelled)
+        )
+
+    def on_stop(self) -> None:
+        pool = self.state.pool
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _cancelled(request: ToolCallRequest) -> ToolCallResult:
+    return ToolCallResult(request.call_id, request.call.name, False, "Cancelled by the user", True)

@@ -1,0 +1,281 @@
+"""Messages between the runtime's role actors.
+
+Every message that concerns an attempt carries ``(session_id, attempt)``: the
+attempt number is a per-session generation counter, so a late message from an
+abandoned attempt is recognised and dropped by whoever receives it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from messages.content import Content, FinishReason, FunctionCall, GenerateContentResponse, Part, Usage
+
+if TYPE_CHECKING:
+    from runtime.providers.base import ModelRequest, StreamError
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+EndReason = Literal["retry", "model_fallback", "cancel", "stream_error", "crash", "completed", "shutdown"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """What a ``session/prompt`` resolves to: a stop reason, or an error message."""
+
+    stop_reason: StopReason | None
+    error: str | None = None
+    usage: Usage | None = None
+
+
+# --- supervisor inputs -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StartTurn:
+    session_id: str
+    prompt: tuple[Part, ...]
+    reply: Future[TurnResult]
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    session_id: str
+    attempt: int
+    delay: float
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFallback:
+    session_id: str
+    attempt: int
+    model: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class BackoffElapsed:
+    session_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFailed:
+    session_id: str
+    attempt: int
+    error: StreamError
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCompleted:
+    """Sent by the reader after the provider stream ended normally."""
+
+    session_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSucceeded:
+    """Sent by the tracker: the attempt ended normally; these calls await release."""
+
+    session_id: str
+    attempt: int
+    content: Content
+    finish_reason: FinishReason | None
+    usage: Usage | None
+    calls: tuple[ToolCallRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnded:
+    """Sent by the tracker once every remaining card of the attempt was discarded."""
+
+    session_id: str
+    attempt: int
+    reason: EndReason
+    discarded: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ActorCrashed:
+    role: str
+    error: str
+    session_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsFinished:
+    session_id: str
+    attempt: int
+    results: tuple[ToolCallResult, ...]
+    cancelled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOpened:
+    session_id: str
+    cwd: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionClosed:
+    session_id: str
+
+
+# --- reader inputs -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OpenStream:
+    session_id: str
+    attempt: int
+    route: int
+    request: ModelRequest
+
+
+@dataclass(frozen=True, slots=True)
+class CloseStream:
+    session_id: str
+    attempt: int
+
+
+# --- tracker inputs ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BeginAttempt:
+    session_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkReceived:
+    session_id: str
+    attempt: int
+    chunk: GenerateContentResponse
+
+
+@dataclass(frozen=True, slots=True)
+class EndAttempt:
+    """Abandon an attempt: discard every card not yet handed to execution."""
+
+    session_id: str
+    attempt: int
+    reason: EndReason
+
+
+@dataclass(frozen=True, slots=True)
+class CallsReleased:
+    """The supervisor handed this attempt's calls to the executor; stop tracking them."""
+
+    session_id: str
+    attempt: int
+
+
+# --- executor inputs ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequest:
+    """A complete call, with its id already normalised for the session."""
+
+    call_id: str
+    call: FunctionCall
+    prepared: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallResult:
+    call_id: str
+    name: str
+    ok: bool
+    llm_output: str
+    cancelled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ExecuteCalls:
+    session_id: str
+    attempt: int
+    cwd: str
+    calls: tuple[ToolCallRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTools:
+    session_id: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    """Internal to the executor: a worker finished (or the call timed out)."""
+
+    session_id: str
+    attempt: int
+    call_id: str
+    outcome: Any
+    timed_out: bool = False
+
+
+# --- emitter inputs ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One ACP ``session/update`` payload for a session."""
+
+    session_id: str
+    update: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Frames:
+    """Several frames written in order with one message (saves hops on bursts)."""
+
+    session_id: str
+    updates: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverTurnResult:
+    session_id: str
+    result: TurnResult
+    reply: Future[TurnResult]
+
+
+@dataclass(frozen=True, slots=True)
+class AskPermission:
+    session_id: str
+    request: Any
+    tool_call: dict[str, Any]
+    reply: Future[str] = field(default_factory=Future)
+
+
+@dataclass(frozen=True, slots=True)
+class AttachSink:
+    session_id: str
+    sink: Any
+
+
+@dataclass(frozen=True, slots=True)
+class DetachSink:
+    session_id: str
+
+
+# --- fault injection (real crash of a role, used by the fault suite) ----------
+
+
+@dataclass(frozen=True, slots=True)
+class CrashRole:
+    """Makes the receiving role raise inside its handler, as a bug would."""
+
+    reason: str = "injected fault"
+    session_id: str | None = None

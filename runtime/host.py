@@ -1,0 +1,185 @@
+"""The session host: one process, many sessions, a fixed set of role actors.
+
+``Runtime`` is what a hosting daemon (or the ACP agent) talks to. It starts
+one actor per role, shared by every session, so the thread count does not
+depend on how many sessions are open: five role threads, one asyncio thread
+for all provider streams, one timer thread and a bounded tool pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from actors.acp_emitter import AcpEmitter, EmitterState, SessionSink
+from actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER
+from actors.directory import RoleDirectory
+from actors.preparation_tracker import PreparationTracker, TrackerState
+from actors.session_supervisor import SessionSupervisor, SupervisorState, TurnConfig
+from actors.stream_reader import ModelRoute, ReaderState, StreamReader
+from actors.tool_executor import ExecutorState, ToolExecutor
+from messages.content import Part
+from messages.turns import (
+    AttachSink,
+    Cancel,
+    CrashRole,
+    DetachSink,
+    SessionClosed,
+    SessionOpened,
+    StartTurn,
+    TurnResult,
+)
+from runtime.retry import RetryPolicy
+from runtime.scheduler import Scheduler
+from runtime.tools.registry import ToolRegistry, default_registry
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    system_prompt: str | None = (
+        "You are a coding agent working in the user's project through tools. "
+        "Use tools when they help; answer concisely."
+    )
+    max_tokens: int = 4096
+    max_requests_per_turn: int = 50
+    tool_timeout: float = 120.0
+    tool_workers: int = 8
+    max_restarts: int = 5
+    restart_window: float = 60.0
+
+
+class Runtime:
+    def __init__(
+        self,
+        routes: Sequence[ModelRoute],
+        registry: ToolRegistry | None = None,
+        config: RuntimeConfig | None = None,
+    ) -> None:
+        if not routes:
+            raise ValueError("at least one model route is needed")
+        self.config = config or RuntimeConfig()
+        self.registry = registry or default_registry()
+        self.routes = tuple(routes)
+        self.scheduler = Scheduler()
+        self.directory = RoleDirectory(
+            max_restarts=self.config.max_restarts, within_seconds=self.config.restart_window
+        )
+        self.tracker_state = TrackerState()
+        self.emitter_state = EmitterState()
+        self.executor_state = ExecutorState()
+        self.reader_state = ReaderState()
+        self.supervisor_state = SupervisorState()
+        self._sessions: set[str] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._start_roles()
+
+    def _kind_of(self, tool_name: str) -> str:
+        tool = self.registry.get(tool_name)
+        return tool.kind if tool is not None else "other"
+
+    def _start_roles(self) -> None:
+        d = self.directory
+        cfg = self.config
+        turn_config = TurnConfig(
+            system_prompt=cfg.system_prompt,
+            max_tokens=cfg.max_tokens,
+            max_requests_per_turn=cfg.max_requests_per_turn,
+            retry=cfg.retry,
+        )
+        declarations = self.registry.declarations()
+        d.register(EMITTER, lambda: AcpEmitter.start(d, self.emitter_state))
+        d.register(
+            EXECUTOR,
+            lambda: ToolExecutor.start(
+                d, self.executor_state, self.registry, self.scheduler,
+                workers=cfg.tool_workers, timeout=cfg.tool_timeout,
+            ),
+        )
+        d.register(TRACKER, lambda: PreparationTracker.start(d, self.tracker_state, self._kind_of))
+        d.register(READER, lambda: StreamReader.start(d, self.reader_state, self.routes))
+        d.register(
+            SUPERVISOR,
+            lambda: SessionSupervisor.start(
+                d, self.supervisor_state, self.routes, declarations, self.scheduler, turn_config
+            ),
+        )
+
+    # --- the host API ------------------------------------------------------------
+
+    def open_session(self, cwd: str | Path, sink: SessionSink, session_id: str | None = None) -> str:
+        session_id = session_id or f"sess_{uuid.uuid4().hex}"
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("runtime is shut down")
+            self._sessions.add(session_id)
+        self.directory.tell(EMITTER, AttachSink(session_id, sink))
+        self.directory.tell(SUPERVISOR, SessionOpened(session_id, str(Path(cwd).resolve())))
+        return session_id
+
+    def has_session(self, session_id: str) -> bool:
+        with self._lock:
+            return session_id in self._sessions
+
+    def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
+        reply: Future[TurnResult] = Future()
+        broken = self.directory.broken
+        if broken:
+            reply.set_result(TurnResult(None, error="; ".join(broken.values())))
+            return reply
+        self.directory.tell(SUPERVISOR, StartTurn(session_id, tuple(parts), reply))
+        return reply
+
+    def cancel(self, session_id: str) -> None:
+        self.directory.tell(SUPERVISOR, Cancel(session_id))
+
+    def close_session(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.discard(session_id)
+        self.directory.tell(SUPERVISOR, SessionClosed(session_id))
+        self.directory.tell(EMITTER, DetachSink(session_id))
+
+    def crash_role(self, role: str, session_id: str | None = None) -> None:
+        """Make a role raise inside a handler, exactly as a bug would (fault drills)."""
+        self.directory.tell(role, CrashRole(f"injected fault in {role}", session_id))
+
+    def active_turns(self) -> list[str]:
+        return [s.session_id for s in list(self.supervisor_state.sessions.values()) if s.turn is not None]
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Cancel running turns (their cards are discarded), then stop every role."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        pending: list[Future[TurnResult]] = []
+        for session in list(self.supervisor_state.sessions.values()):
+            turn = session.turn
+            if turn is not None:
+                pending.append(turn.reply)
+                self.directory.tell(SUPERVISOR, Cancel(session.session_id))
+        for reply in pending:
+            try:
+                reply.result(timeout=timeout)
+            except Exception as exc:
+                logger.warning("turn did not end at shutdown: %r", exc)
+        self.reader_state.stop_loop()
+        self.directory.stop_all()
+        self.scheduler.stop()
+        pool = self.executor_state.pool
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
