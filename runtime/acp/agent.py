@@ -1,0 +1,180 @@
+"""The ACP agent: JSON-RPC methods on one side, the session host on the other.
+
+Each ``session/prompt`` is answered later, from the emitter's thread, once
+every frame of the turn has been written: the connection keeps reading in
+the meantime, so ``session/cancel`` and other sessions' requests are served
+while turns run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import Future
+from importlib import metadata
+from typing import Any
+
+from messages.turns import TurnResult
+from runtime.acp.errors import INVALID_PARAMS, RpcError
+from runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection
+from runtime.acp.prompt_content import prompt_to_parts
+from runtime.host import Runtime
+from runtime.tools.base import PermissionOutcome
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+
+PERMISSION_OPTIONS = [
+    {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
+    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+]
+
+SESSION_NOT_FOUND = -32002
+
+
+def _version() -> str:
+    try:
+        return metadata.version("toolprep")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+class ConnectionSink:
+    """Writes one session's frames and permission requests to the client."""
+
+    def __init__(self, connection: JsonRpcConnection) -> None:
+        self._connection = connection
+
+    def send_update(self, session_id: str, update: dict[str, Any]) -> None:
+        self._connection.notify("session/update", {"sessionId": session_id, "update": update})
+
+    def request_permission(
+        self, session_id: str, tool_call: dict[str, Any], request: Any
+    ) -> Future[str]:
+        asked = self._connection.request(
+            "session/request_permission",
+            {"sessionId": session_id, "toolCall": tool_call, "options": PERMISSION_OPTIONS},
+        )
+        answer: Future[str] = Future()
+
+        def relay(done: Future[Any]) -> None:
+            try:
+                answer.set_result(_permission_outcome(done.result()))
+            except Exception as exc:
+                logger.warning("permission request failed: %r", exc)
+                answer.set_result("cancelled")
+
+        asked.add_done_callback(relay)
+        return answer
+
+
+def _permission_outcome(result: Any) -> PermissionOutcome:
+    outcome = result.get("outcome") if isinstance(result, dict) else None
+    if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+        return "cancelled"
+    option = outcome.get("optionId")
+    if option in ("allow_once", "allow_always", "reject_once", "reject_always"):
+        return option  # type: ignore[no-any-return]
+    return "reject_once"
+
+
+def _require_str(params: Any, name: str) -> str:
+    if not isinstance(params, dict):
+        raise RpcError(INVALID_PARAMS, "Invalid params: expected an object")
+    value = params.get(name)
+    if not isinstance(value, str):
+        raise RpcError(INVALID_PARAMS, f"Invalid params: '{name}' must be a string")
+    return value
+
+
+class AcpAgent:
+    def __init__(self, runtime: Runtime, connection: JsonRpcConnection) -> None:
+        self.runtime = runtime
+        self.connection = connection
+        self.client_capabilities: dict[str, Any] = {}
+        self._sink = ConnectionSink(connection)
+        connection.on_request("initialize", self.initialize)
+        connection.on_request("authenticate", self.authenticate)
+        connection.on_request("session/new", self.new_session)
+        connection.on_request("session/prompt", self.prompt)
+        connection.on_notification("session/cancel", self.cancel)
+
+    def initialize(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+        if not isinstance(params, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: expected an object")
+        version = params.get("protocolVersion")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise RpcError(INVALID_PARAMS, "Invalid params: 'protocolVersion' must be an integer")
+        capabilities = params.get("clientCapabilities")
+        self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": False,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "toolprep", "title": "toolprep", "version": _version()},
+        }
+
+    def authenticate(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+        return {}
+
+    def new_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+        cwd = _require_str(params, "cwd")
+        if not os.path.isabs(cwd):
+            raise RpcError(INVALID_PARAMS, "Invalid params: 'cwd' must be an absolute path")
+        if not os.path.isdir(cwd):
+            raise RpcError(INVALID_PARAMS, f"Invalid params: 'cwd' is not a directory: {cwd}")
+        servers = params.get("mcpServers", [])
+        if not isinstance(servers, list):
+            raise RpcError(INVALID_PARAMS, "Invalid params: 'mcpServers' must be an array")
+        session_id = self.runtime.open_session(cwd, self._sink)
+        return {"sessionId": session_id}
+
+    def _session(self, params: Any) -> str:
+        session_id = _require_str(params, "sessionId")
+        if not self.runtime.has_session(session_id):
+            raise RpcError(SESSION_NOT_FOUND, f"Session not found: {session_id}")
+        return session_id
+
+    def prompt(self, params: Any, request_id: Any = None) -> Any:
+        session_id = self._session(params)
+        parts = prompt_to_parts(params.get("prompt"))
+        reply = self.runtime.prompt(session_id, parts)
+        connection = self.connection
+
+        def respond(done: Future[TurnResult]) -> None:
+            try:
+                result = done.result()
+            except Exception as exc:  # the turn machinery itself failed
+                connection.respond_error(request_id, -32603, f"Internal error: {exc!r}")
+                return
+            if result.stop_reason is None:
+                connection.respond_error(request_id, -32603, result.error or "Turn failed")
+                return
+            body: dict[str, Any] = {"stopReason": result.stop_reason}
+            if result.usage is not None:
+                body["_meta"] = {
+                    "usage": {
+                        "inputTokens": result.usage.input_tokens,
+                        "outputTokens": result.usage.output_tokens,
+                    }
+                }
+            connection.respond(request_id, body)
+
+        reply.add_done_callback(respond)
+        return DEFERRED
+
+    def cancel(self, params: Any) -> None:
+        if not isinstance(params, dict) or not isinstance(params.get("sessionId"), str):
+            logger.warning("session/cancel without a string sessionId ignored")
+            return
+        self.runtime.cancel(params["sessionId"])
+
+    def close(self) -> None:
+        """Input ended: cancel running turns (their cards are discarded) and stop."""
+        self.runtime.shutdown()

@@ -1,0 +1,90 @@
+"""Turning command-line options and environment into model routes.
+
+The provider defaults to whichever key the environment holds (Anthropic,
+then OpenAI), and to the embedded replay provider when neither is set, so
+``toolprep acp`` works on a machine with no key and no network.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from actors.stream_reader import ModelRoute
+
+ProviderName = Literal["anthropic", "openai", "replay"]
+
+DEFAULT_MODELS: dict[str, str] = {
+    "anthropic": "claude-sonnet-4-5",
+    "openai": "gpt-4o",
+    "replay": "replay",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    provider: ProviderName
+    model: str
+    fallback_models: tuple[str, ...] = ()
+    base_url: str | None = None
+    max_retries: int = 3
+    replay_file: Path | None = None
+    replay_pace: float | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def default_provider(env: Mapping[str, str] | None = None) -> ProviderName:
+    env = os.environ if env is None else env
+    if env.get("ANTHROPIC_API_KEY"):
+        return "anthropic"
+    if env.get("OPENAI_API_KEY"):
+        return "openai"
+    return "replay"
+
+
+def resolve_settings(
+    *,
+    provider: str | None,
+    model: str | None,
+    fallback_models: Sequence[str] = (),
+    base_url: str | None = None,
+    max_retries: int = 3,
+    replay_file: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ProviderSettings:
+    name: ProviderName
+    if provider is None:
+        name = default_provider(env)
+    elif provider in ("anthropic", "openai", "replay"):
+        name = provider  # type: ignore[assignment]
+    else:
+        raise ValueError(f"unknown provider {provider!r}: use anthropic, openai or replay")
+    if max_retries < 0:
+        raise ValueError("--max-retries must be >= 0")
+    return ProviderSettings(
+        provider=name,
+        model=model or DEFAULT_MODELS[name],
+        fallback_models=tuple(fallback_models),
+        base_url=base_url,
+        max_retries=max_retries,
+        replay_file=Path(replay_file) if replay_file else None,
+    )
+
+
+def build_routes(settings: ProviderSettings) -> list[ModelRoute]:
+    """One route per model in the fallback chain, all on the chosen provider."""
+    if settings.provider == "replay":
+        from runtime.providers.replay import ReplayProvider
+
+        provider = ReplayProvider.from_script(settings.replay_file)
+    else:
+        from runtime.providers.factory import build_provider
+
+        provider = build_provider(
+            settings.provider, base_url=settings.base_url, max_retries=settings.max_retries
+        )
+    models = (settings.model, *settings.fallback_models)
+    return [ModelRoute(provider, model) for model in models]

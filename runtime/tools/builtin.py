@@ -1,0 +1,88 @@
+"""Shared behaviour of the built-in tools.
+
+Each built-in validates its arguments against its own schema and, when
+``needs_permission`` says so, asks the client before doing anything; putting
+both in ``run`` here means no tool can forget either. Subclasses implement
+``execute`` with arguments already known to fit their schema.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, overload
+
+from runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
+from runtime.tools.config import ToolConfig
+from runtime.tools.permissions import ensure_permission
+from runtime.tools.validation import validate_args
+
+
+class BuiltinTool:
+    """Base for the built-in tools; satisfies ``runtime.tools.base.Tool``."""
+
+    name: str = ""
+    description: str = ""
+    kind: ToolKind = "other"
+    #: The JSON schema of the arguments; each instance exposes its own copy as
+    #: ``parameters`` so a caller editing one tool's schema cannot change another's.
+    schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+
+    def __init__(self, config: ToolConfig | None = None) -> None:
+        self.config = config if config is not None else ToolConfig()
+        self.parameters: dict[str, Any] = copy.deepcopy(self.schema)
+
+    def title(self, args: Mapping[str, Any]) -> str:
+        return self.name
+
+    def locations(self, args: Mapping[str, Any], cwd: Path) -> list[dict[str, Any]]:
+        return []
+
+    def needs_permission(self, args: Mapping[str, Any]) -> bool:
+        return False
+
+    def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        validate_args(self.name, self.parameters, args)
+        if self.needs_permission(args):
+            ensure_permission(
+                ctx, tool_name=self.name, title=self.title(args), kind=self.kind, args=args
+            )
+        if ctx.cancelled.is_set():
+            raise ToolError(f"{self.title(args)}: cancelled")
+        return self.execute(args, ctx)
+
+    def execute(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        raise NotImplementedError
+
+
+@overload
+def str_arg(args: Mapping[str, Any], key: str) -> str | None: ...
+
+
+@overload
+def str_arg(args: Mapping[str, Any], key: str, default: str) -> str: ...
+
+
+def str_arg(args: Mapping[str, Any], key: str, default: str | None = None) -> str | None:
+    """A string argument for titles/locations, tolerant of incomplete or wrong args.
+
+    Titles and locations are computed for cards whose arguments may be partial,
+    so they read arguments through this instead of trusting the schema.
+    """
+    value = args.get(key) if isinstance(args, Mapping) else None
+    return value if isinstance(value, str) and value else default
+
+
+def int_arg(args: Mapping[str, Any], key: str) -> int | None:
+    """An integer argument for titles/locations, or None if absent or not an int."""
+    value = args.get(key) if isinstance(args, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """The first line of ``text``, cut to ``limit`` characters, for a card title."""
+    first, _, rest = text.strip().partition("\n")
+    if len(first) > limit:
+        return first[: limit - 1] + "…"
+    return first + ("…" if rest else "")

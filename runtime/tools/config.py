@@ -1,0 +1,48 @@
+"""Limits and permissions shared by the built-in tools.
+
+Every cap exists so that one tool call cannot flood the model's context, the
+ACP connection or this process's memory; the defaults are sized for a coding
+agent working on an ordinary repository. The config is frozen so one instance
+can be shared by all sessions and worker threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True, slots=True)
+class ToolConfig:
+    """Settings for the built-in tools.
+
+    ``allow_shell`` lets every shell command run without asking the client.
+    ``allowed_commands`` lists command prefixes (``"ls"``, ``"git status"``)
+    that run without asking as long as the command is a single simple command;
+    anything with shell operators still asks. ``max_timeout_s`` bounds any
+    timeout the model requests, so a model cannot park a worker for hours.
+    """
+
+    allow_shell: bool = False
+    allowed_commands: tuple[str, ...] = ()
+    default_timeout_s: float = 120.0
+    max_timeout_s: float = 600.0
+    kill_grace_s: float = 1.0
+    max_read_bytes: int = 256 * 1024
+    max_shell_output_bytes: int = 64 * 1024
+    max_list_entries: int = 500
+    max_glob_results: int = 500
+    max_search_results: int = 200
+    max_search_line_chars: int = 300
+    max_search_file_bytes: int = 8 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if value <= 0:
+                raise ValueError(f"ToolConfig.{f.name} must be positive, got {value!r}")
+        if self.default_timeout_s > self.max_timeout_s:
+            raise ValueError("ToolConfig.default_timeout_s must not exceed max_timeout_s")
+        if isinstance(self.allowed_commands, str):
+            raise TypeError("ToolConfig.allowed_commands must be a tuple of strings, not a string")

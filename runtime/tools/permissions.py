@@ -1,0 +1,44 @@
+"""Asking the client before a tool does something the user has not pre-approved.
+
+The request blocks the worker thread until the client answers, which is what
+``ToolContext.request_permission`` promises. Anything other than an explicit
+allow stops the tool: no channel to ask on, a rejection, a cancelled prompt,
+or an outcome this version does not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from runtime.tools.base import PermissionRequest, ToolContext, ToolError, ToolKind
+
+ALLOWED_OUTCOMES = frozenset({"allow_once", "allow_always"})
+
+
+def ensure_permission(
+    ctx: ToolContext,
+    *,
+    tool_name: str,
+    title: str,
+    kind: ToolKind,
+    args: Mapping[str, Any],
+) -> None:
+    """Return if the client allows this call; raise ToolError otherwise."""
+    if ctx.cancelled.is_set():
+        raise ToolError(f"{title}: cancelled before it started")
+    if ctx.request_permission is None:
+        raise ToolError(f"{title} was not allowed: no client is available to grant permission")
+    request = PermissionRequest(
+        tool_call_id=ctx.tool_call_id,
+        tool_name=tool_name,
+        title=title,
+        kind=kind,
+        raw_input=dict(args),
+    )
+    outcome = ctx.request_permission(request)
+    if outcome in ALLOWED_OUTCOMES:
+        return
+    if outcome == "cancelled":
+        raise ToolError(f"{title}: permission request was cancelled; nothing was run")
+    raise ToolError(f"{title} was not allowed by the user")

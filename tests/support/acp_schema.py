@@ -1,0 +1,54 @@
+"""Validation of everything toolprep sends against the official ACP v1 schema."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+SHARED = Path(__file__).resolve().parents[3] / "shared"
+SCHEMA_PATH = SHARED / "acp-schema" / "v1" / "schema.json"
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text())  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _validator(definition: str) -> jsonschema.protocols.Validator:
+    schema = _schema()
+    resource = Resource.from_contents(schema, default_specification=DRAFT202012)
+    registry: Registry = Registry().with_resource("urn:acp", resource)
+    ref_schema = {"$ref": f"urn:acp#/$defs/{definition}"}
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(ref_schema, registry=registry)  # type: ignore[no-any-return]
+
+
+def validate(definition: str, instance: Any) -> None:
+    """Raise ``jsonschema.ValidationError`` unless ``instance`` is a valid ``definition``."""
+    _validator(definition).validate(instance)
+
+
+def validate_update(update: dict[str, Any], session_id: str = "sess") -> None:
+    validate("SessionNotification", {"sessionId": session_id, "update": update})
+
+
+def validate_agent_message(message: dict[str, Any]) -> None:
+    """Any JSON-RPC message the agent writes: a notification, a request or a response."""
+    method = message.get("method")
+    if method == "session/update":
+        validate("SessionNotification", message["params"])
+    elif method == "session/request_permission":
+        validate("RequestPermissionRequest", message["params"])
+    elif method is not None:
+        raise AssertionError(f"agent sent unexpected method {method!r}")
+    elif "error" in message:
+        validate("Error", message["error"])
+    else:
+        assert "result" in message, message
