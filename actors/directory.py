@@ -107,11 +107,9 @@ class RoleDirectory:
             self.restarts[role] = self.restarts.get(role, 0) + 1
             self._changed.notify_all()
         moved = 0
-        while True:
-            try:
-                envelope = actor.actor_inbox.get_nowait()
-            except Exception:  # queue.Empty; pykka inboxes are queue.Queue
-                break
+        inbox = actor.actor_inbox
+        while not inbox.empty():
+            envelope = inbox.get()
             if envelope.reply_to is None and not isinstance(envelope.message, pykka.messages._ActorStop):
                 successor.tell(envelope.message)
                 moved += 1

@@ -185,10 +185,12 @@ class ToolExecutor(RoleActor):
                 if cancelled.is_set():
                     return "cancelled"
                 try:
-                    outcome: PermissionOutcome = message.reply.result(timeout=0.05)
-                    return outcome
+                    outcome = message.reply.result(timeout=0.05)
                 except FutureTimeout:
                     continue
+                if outcome in ("allow_once", "allow_always", "reject_once", "reject_always"):
+                    return outcome  # type: ignore[return-value]
+                return "cancelled"
 
         return ask
 

@@ -1,0 +1,126 @@
+"""``toolprep demo``: the agent seen from the editor's side.
+
+Starts ``toolprep acp`` on the embedded replay provider as a subprocess and
+drives it over stdio exactly as an editor would: initialize, a new session
+in a scratch project, then three prompts that show the lifecycle: a tool
+call whose card appears while its arguments stream (preparing -> in_progress
+-> completed), a retry after a mid-stream overload that discards the card of
+the abandoned attempt, and a user cancel mid tool-call. It prints a timeline
+of every frame (or the raw frames with ``--json``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runtime.acp.jsonrpc import JsonRpcConnection
+
+DEMO_README = """# Demo project
+
+A tiny project the toolprep demo works in. The agent reads this file,
+writes a note next to it, and gets cancelled while scanning the tree.
+"""
+
+PROMPTS = (
+    ("Read README.md and tell me what this project is.", False),
+    ("Write a short NOTES.md for this project.", False),
+    ("Search the whole project for TODO markers.", True),
+)
+
+
+class _Timeline:
+    def __init__(self, json_output: bool) -> None:
+        self.started = time.monotonic()
+        self.json_output = json_output
+        self.lock = threading.Lock()
+        self.preparing_seen = threading.Event()
+        self.frames: list[dict[str, Any]] = []
+
+    def elapsed(self) -> str:
+        return f"{time.monotonic() - self.started:7.3f}s"
+
+    def show(self, line: str) -> None:
+        with self.lock:
+            print(line, flush=True)
+
+    def on_update(self, params: Any) -> None:
+        update = params.get("update", {}) if isinstance(params, dict) else {}
+        self.frames.append(params)
+        meta = update.get("_meta") or {}
+        if meta.get("phase") == "preparing" and not meta.get("preparationDiscarded"):
+            self.preparing_seen.set()
+        if self.json_output:
+            self.show(orjson.dumps({"method": "session/update", "params": params}).decode())
+            return
+        kind = update.get("sessionUpdate")
+        if kind in ("agent_message_chunk", "agent_thought_chunk"):
+            label = "message" if kind == "agent_message_chunk" else "thought"
+            text = update.get("content", {}).get("text", "")
+            self.show(f"{self.elapsed()}  {label:<16} {text!r}")
+            return
+        if kind == "plan":
+            self.show(f"{self.elapsed()}  plan             {len(update.get('entries', []))} entries")
+            return
+        phase = "discarded" if meta.get("preparationDiscarded") else meta.get("phase", "")
+        self.show(
+            f"{self.elapsed()}  {kind:<16} {update.get('toolCallId', ''):<28} "
+            f"{update.get('status', ''):<12} {phase:<10} {meta.get('toolName', '')}"
+        )
+
+
+def run_demo(*, json_output: bool = False, replay_file: str | None = None) -> int:
+    timeline = _Timeline(json_output)
+    with tempfile.TemporaryDirectory(prefix="toolprep-demo-") as workdir:
+        project = Path(workdir)
+        (project / "README.md").write_text(DEMO_README)
+        command = [sys.executable, "-m", "runtime.cli", "acp", "--provider", "replay"]
+        if replay_file:
+            command += ["--replay", replay_file]
+        agent = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert agent.stdin is not None and agent.stdout is not None
+        client = JsonRpcConnection(agent.stdout, agent.stdin)
+        client.on_notification("session/update", timeline.on_update)
+        client.on_request("session/request_permission", _allow_once)
+        client.start()
+        try:
+            init = client.request(
+                "initialize",
+                {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}}},
+            ).result(timeout=30)
+            timeline.show(f"{timeline.elapsed()}  initialize       agent {init.get('agentInfo', {}).get('name')} protocol {init.get('protocolVersion')}")
+            session = client.request("session/new", {"cwd": str(project), "mcpServers": []}).result(timeout=30)
+            session_id = session["sessionId"]
+            for text, cancel in PROMPTS:
+                timeline.show(f"{timeline.elapsed()}  prompt           {text!r}")
+                timeline.preparing_seen.clear()
+                reply: Future[Any] = client.request(
+                    "session/prompt",
+                    {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
+                )
+                if cancel:
+                    timeline.preparing_seen.wait(timeout=30)
+                    timeline.show(f"{timeline.elapsed()}  cancel           (user pressed stop)")
+                    client.notify("session/cancel", {"sessionId": session_id})
+                result = reply.result(timeout=60)
+                timeline.show(f"{timeline.elapsed()}  prompt reply     stopReason={result.get('stopReason')}")
+        finally:
+            agent.stdin.close()
+            try:
+                agent.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+            client.close()
+    return 0 if agent.returncode == 0 else 1
+
+
+def _allow_once(params: Any, request_id: Any = None) -> dict[str, Any]:
+    return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}

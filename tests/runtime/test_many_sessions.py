@@ -1,0 +1,79 @@
+"""1000 sessions at once through one runtime, on a constant number of threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from actors.stream_reader import ModelRoute
+from messages.content import TextPart
+from runtime.host import Runtime, RuntimeConfig
+from runtime.providers.factory import build_provider
+from runtime.tools.base import ToolContext, ToolOutput
+from runtime.tools.registry import ToolRegistry
+from tests.support.bench_server import bench_server
+from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
+
+
+class BenchTool:
+    name = "bench_tool"
+    description = "Writes nothing; returns at once"
+    parameters: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string"}}}
+    kind = "edit"
+
+    def title(self, args: Mapping[str, Any]) -> str:
+        return f"Edit {args.get('path')}"
+
+    def locations(self, args: Mapping[str, Any], cwd: Path) -> list[dict[str, Any]]:
+        return []
+
+    def needs_permission(self, args: Mapping[str, Any]) -> bool:
+        return False
+
+    def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        return ToolOutput(llm_output="ok")
+
+
+def _run_sessions(runtime: Runtime, count: int, cwd: Path) -> tuple[int, list[RecordingSink]]:
+    sinks = [RecordingSink() for _ in range(count)]
+    sessions = [runtime.open_session(cwd, sink) for sink in sinks]
+    peak = threading.active_count()
+    replies = [runtime.prompt(sid, [TextPart("go")]) for sid in sessions]
+    for sid, sink, reply in zip(sessions, sinks, replies):
+        reply.add_done_callback(lambda _f, sid=sid, sink=sink: sink.mark_turn_end(sid))
+    deadline = time.monotonic() + 240
+    while not all(r.done() for r in replies):
+        peak = max(peak, threading.active_count())
+        assert time.monotonic() < deadline, "sessions did not finish"
+        time.sleep(0.05)
+    for reply in replies:
+        assert reply.result().stop_reason == "end_turn", reply.result()
+    for sid in sessions:
+        runtime.close_session(sid)
+    return peak, sinks
+
+
+def test_thousand_sessions_constant_threads(tmp_path: Path) -> None:
+    with bench_server(rate=0.0) as base_url:
+        registry = ToolRegistry()
+        registry.register(BenchTool())
+        provider = build_provider("anthropic", base_url=base_url, api_key="bench", max_retries=0)
+        before = threading.active_count()
+        runtime = Runtime([ModelRoute(provider, "bench")], registry, RuntimeConfig(tool_workers=4))
+        try:
+            peak_small, _ = _run_sessions(runtime, 10, tmp_path)
+            peak_large, sinks = _run_sessions(runtime, 1000, tmp_path)
+        finally:
+            runtime.shutdown()
+    for sink in sinks:
+        frames = sink.frames()
+        check_cards(frames)
+        cards = lifecycle(frames)
+        assert cards and all(labels == ["preparing", "in_progress", "completed"] for labels in cards.values())
+    # Roles (5) + stream loop + timer + tool pool (4) + the SDK's resolver threads: fixed, not per session.
+    ceiling = before + 5 + 1 + 1 + 4 + 8
+    assert peak_large <= ceiling, (before, peak_small, peak_large)
+    assert peak_large - peak_small <= 4, (peak_small, peak_large)
