@@ -44,6 +44,19 @@ class RoleActor(pykka.ThreadingActor):
     def register_handlers(self) -> None:
         raise NotImplementedError
 
+    def setup(self) -> None:
+        """Role-specific start-up, run in the actor's thread (override)."""
+
+    def on_start(self) -> None:
+        # pykka stops an actor whose on_start raises without calling on_failure,
+        # which would leave the role silently dead: restart it like a crash.
+        try:
+            self.setup()
+        except Exception as exc:
+            logger.exception("%s failed to start", self.role)
+            self.directory.restart_after_crash(self, exc)
+            raise
+
     def handle(self, message_type: type, handler: Callable[[Any], None]) -> None:
         self._handlers[message_type] = handler
 

@@ -87,7 +87,7 @@ class StreamReader(RoleActor):
         self.handle(OpenStream, self.on_open)
         self.handle(CloseStream, self.on_close)
 
-    def on_start(self) -> None:
+    def setup(self) -> None:
         self.state.ensure_loop()
 
     def on_open(self, msg: OpenStream) -> None:

@@ -216,6 +216,7 @@ def harness(
     max_retries: int = 2,
     tool_timeout: float = 10.0,
     registry: ToolRegistry | None = None,
+    retry: RetryPolicy | None = None,
 ) -> Iterator[Harness]:
     with FakeProviderServer() as server:
         provider = build_provider(
@@ -225,7 +226,8 @@ def harness(
         reg = registry or default_registry()
         reg.register(tool, replace=True)
         config = RuntimeConfig(
-            retry=RetryPolicy(max_retries=max_retries, base_delay=0.01, jitter=0.0, max_delay=0.05),
+            retry=retry
+            or RetryPolicy(max_retries=max_retries, base_delay=0.01, jitter=0.0, max_delay=0.05),
             tool_timeout=tool_timeout,
         )
         runtime = Runtime([ModelRoute(provider, m) for m in models], reg, config)
