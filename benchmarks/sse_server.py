@@ -8,9 +8,16 @@ request's last message carries tool results the answer is text, otherwise
 thinking, a sentence and 1-3 tool calls whose arguments are spread over many
 fragments. Events are paced at ``--rate`` per second per stream.
 
-``--stall`` makes every stream stop mid tool-call and hang (for the cancel
-benchmark). Each event's ``data`` has its send time (``time.time()``) in a
-field the adapters ignore, so the runtime side can measure latency.
+``--stall`` makes every tool turn stop mid tool-call and hang (for the cancel
+benchmark): the first tool call's opener and ``STALL_AFTER_FRAGMENTS``
+argument fragments are sent, then nothing more until the client hangs up.
+So the runtime has shown a preparing card that only a cancel can end.
+
+Each event's ``data`` has its send time (``time.time()``) in a field the
+adapters ignore, and every tool-call id ends with ``_<time.time_ns()>`` taken
+just before that event is written, so the runtime side can measure latency.
+``GET /stats`` answers ``{"events_sent", "streams_started", "streams_open",
+"streams_stalled"}``.
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ from collections.abc import Iterator
 import orjson
 
 _counter = itertools.count(1)
+
+STALL_AFTER_FRAGMENTS = 3
+"""Argument fragments of the first tool call sent before a ``--stall`` stream hangs."""
 
 
 def _fragments(text: str, size: int) -> Iterator[str]:
@@ -118,6 +128,9 @@ class BenchServer:
         self.stall = stall
         self.rng = random.Random(seed)
         self.events_sent = 0
+        self.streams_started = 0
+        self.streams_open = 0
+        self.streams_stalled = 0
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -131,7 +144,12 @@ class BenchServer:
                         length = int(line.split(":", 1)[1])
                 body = orjson.loads(await reader.readexactly(length)) if length else {}
                 if lines[0].startswith("GET /stats"):
-                    stats = orjson.dumps({"events_sent": self.events_sent})
+                    stats = orjson.dumps({
+                        "events_sent": self.events_sent,
+                        "streams_started": self.streams_started,
+                        "streams_open": self.streams_open,
+                        "streams_stalled": self.streams_stalled,
+                    })
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                                  b"content-length: %d\r\n\r\n%s" % (len(stats), stats))
                     await writer.drain()
@@ -148,25 +166,55 @@ class BenchServer:
         with_tools = _wants_tools(body)
         anthropic = path.endswith("/messages")
         events = anthropic_turn(with_tools, self.rng) if anthropic else openai_turn(with_tools, self.rng)
-        sent = 0
-        for name, data in events:
-            if self.stall and with_tools and name == "content_block_delta" and sent > 12:
-                await asyncio.sleep(3600)
-            if self.stall and with_tools and not anthropic and "tool_calls" in str(data) and sent > 10:
-                await asyncio.sleep(3600)
-            data["_sent"] = time.time()
-            payload = (f"event: {name}\n" if name else "").encode() + b"data: " + orjson.dumps(data) + b"\n\n"
-            writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
-            await writer.drain()
-            sent += 1
-            self.events_sent += 1
-            if self.interval:
-                await asyncio.sleep(self.interval)
+        self.streams_started += 1
+        self.streams_open += 1
+        try:
+            await self._send_events(events, with_tools and self.stall, writer)
+        finally:
+            self.streams_open -= 1
         if not anthropic:
             payload = b"data: [DONE]\n\n"
             writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+    async def _send_events(
+        self, events: Iterator[tuple[str, dict[str, object]]], stall: bool, writer: asyncio.StreamWriter
+    ) -> None:
+        fragments_after_opener: int | None = None
+        for name, data in events:
+            if stall:
+                if fragments_after_opener is None and _opens_tool_call(data):
+                    fragments_after_opener = -1  # this event is the opener itself
+                if fragments_after_opener is not None:
+                    if fragments_after_opener >= STALL_AFTER_FRAGMENTS:
+                        self.streams_stalled += 1
+                        try:
+                            await asyncio.sleep(3600)
+                        finally:
+                            self.streams_stalled -= 1
+                    fragments_after_opener += 1
+            data["_sent"] = time.time()
+            payload = (f"event: {name}\n" if name else "").encode() + b"data: " + orjson.dumps(data) + b"\n\n"
+            writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+            await writer.drain()
+            self.events_sent += 1
+            if self.interval:
+                await asyncio.sleep(self.interval)
+
+
+def _opens_tool_call(data: dict[str, object]) -> bool:
+    """True for the event that reveals a tool call's id and name (either wire format)."""
+    block = data.get("content_block")
+    if isinstance(block, dict) and block.get("type") == "tool_use":
+        return True
+    choices = data.get("choices")
+    if isinstance(choices, list) and choices:
+        delta = choices[0].get("delta") if isinstance(choices[0], dict) else None
+        calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+        if isinstance(calls, list) and any(isinstance(c, dict) and c.get("id") for c in calls):
+            return True
+    return False
 
 
 async def serve(port: int, rate: float, stall: bool) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from actors.stream_reader import ModelRoute
+from runtime.providers.base import Provider
 
 ProviderName = Literal["anthropic", "openai", "replay"]
 
@@ -76,6 +77,7 @@ def resolve_settings(
 
 def build_routes(settings: ProviderSettings) -> list[ModelRoute]:
     """One route per model in the fallback chain, all on the chosen provider."""
+    provider: Provider
     if settings.provider == "replay":
         from runtime.providers.replay import ReplayProvider
 

@@ -64,7 +64,7 @@ def test_thousand_sessions_constant_threads(tmp_path: Path) -> None:
         before = threading.active_count()
         runtime = Runtime([ModelRoute(provider, "bench")], registry, RuntimeConfig(tool_workers=4))
         try:
-            peak_small, _ = _run_sessions(runtime, 10, tmp_path)
+            peak_small, _ = _run_sessions(runtime, 200, tmp_path)
             peak_large, sinks = _run_sessions(runtime, 1000, tmp_path)
         finally:
             runtime.shutdown()
@@ -76,4 +76,5 @@ def test_thousand_sessions_constant_threads(tmp_path: Path) -> None:
     # Roles (5) + stream loop + timer + tool pool (4) + the SDK's resolver threads: fixed, not per session.
     ceiling = before + 5 + 1 + 1 + 4 + 8
     assert peak_large <= ceiling, (before, peak_small, peak_large)
-    assert peak_large - peak_small <= 4, (peak_small, peak_large)
+    # Bounded pools are already full at 200 sessions; five times more adds no thread.
+    assert peak_large - peak_small <= 1, (peak_small, peak_large)

@@ -1,0 +1,376 @@
+"""The same pipeline without actors: the baseline the actor overhead is measured against.
+
+``DirectRuntime`` offers the ``Runtime`` host API (so the real ``AcpAgent``
+and JSON-RPC connection sit in front of it unchanged) but runs the real role
+classes' handlers synchronously on one pipeline thread. The role objects are
+constructed and never started: pykka builds an actor's inbox and ref in the
+constructor and only ``start()`` creates its thread, so ``on_receive(msg)``
+on an unstarted actor runs the handler right here. A ``SyncDirectory``
+stands in for ``RoleDirectory``: ``tell(role, msg)`` queues the message and
+the pipeline thread runs the target's handler as soon as the current one
+returns (a trampoline, so handlers never re-enter each other and per-role
+message order is the same as with actors).
+
+Two providers feed it:
+
+- the real SDK provider over HTTP from the loopback server, pumped by the
+  reader's own ``_pump`` on the pipeline thread's asyncio loop
+  (``direct-http``: same transport, no actors);
+- ``InProcessProvider``: the loopback server's turn generators, pre-encoded
+  as SSE bytes, fed through the real ``SseDecoder`` and stream adapter with
+  no network at all (``direct-inproc``: the pure per-event work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from actors.acp_emitter import AcpEmitter, EmitterState, SessionSink
+from actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER
+from actors.preparation_tracker import PreparationTracker, TrackerState
+from actors.session_supervisor import SessionSupervisor, SupervisorState, TurnConfig
+from actors.stream_reader import ModelRoute, _pump
+from actors.tool_executor import ExecutorState, ToolExecutor
+from benchmarks import sse_server
+from messages.content import GenerateContentResponse, Part
+from messages.turns import (
+    AttachSink,
+    Cancel,
+    CloseStream,
+    DetachSink,
+    OpenStream,
+    SessionClosed,
+    SessionOpened,
+    StartTurn,
+    TurnResult,
+)
+from runtime.host import RuntimeConfig
+from runtime.providers.anthropic_adapter import AnthropicStreamAdapter
+from runtime.providers.anthropic_provider import build_messages_params
+from runtime.providers.base import ModelRequest
+from runtime.providers.openai_adapter import OpenAIStreamAdapter
+from runtime.providers.openai_provider import build_chat_params
+from runtime.providers.sse import SseDecoder
+from runtime.scheduler import Scheduler
+from runtime.tools.registry import ToolRegistry
+
+logger = logging.getLogger(__name__)
+
+
+class _SyncRef:
+    """What ``self.actor_ref`` is for a role the pipeline thread runs: ``tell`` goes via the directory."""
+
+    def __init__(self, directory: SyncDirectory, role: str) -> None:
+        self._directory = directory
+        self._role = role
+
+    def tell(self, message: object) -> None:
+        self._directory.tell(self._role, message)
+
+
+class _SyncPool:
+    """Runs a tool call on submit: the bench tool returns at once, and no pool thread is wanted."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        return None
+
+
+class SyncDirectory:
+    """``RoleDirectory`` stand-in: every handler runs on the one pipeline thread, in tell order."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, owner: threading.Thread) -> None:
+        self._loop = loop
+        self._owner = owner
+        self._targets: dict[str, Any] = {}
+        self._queue: deque[tuple[str, object]] = deque()
+        self._draining = False
+        self.messages = 0
+        self.handler_errors = 0
+
+    @property
+    def broken(self) -> dict[str, str]:
+        return {}
+
+    def register(self, role: str, target: Any) -> None:
+        self._targets[role] = target
+
+    def tell(self, role: str, message: object) -> None:
+        if threading.current_thread() is not self._owner:
+            self._loop.call_soon_threadsafe(self.tell, role, message)
+            return
+        self._queue.append((role, message))
+        if self._draining:
+            return
+        self._draining = True
+        queue = self._queue
+        targets = self._targets
+        try:
+            while queue:
+                target_role, msg = queue.popleft()
+                self.messages += 1
+                try:
+                    targets[target_role].on_receive(msg)
+                except Exception:  # the baseline has no crash recovery: count and go on
+                    self.handler_errors += 1
+                    logger.exception("%s handler failed on %s", target_role, type(msg).__name__)
+        finally:
+            self._draining = False
+
+    def restart_after_crash(self, actor: Any, error: BaseException) -> None:
+        return None
+
+    def stop_all(self, timeout: float = 5.0) -> None:
+        return None
+
+
+class DirectReader:
+    """The StreamReader's job without its actor: one ``_pump`` task per stream on the loop."""
+
+    def __init__(self, directory: SyncDirectory, loop: asyncio.AbstractEventLoop,
+                 routes: Sequence[ModelRoute]) -> None:
+        self.directory = directory
+        self.loop = loop
+        self.routes = tuple(routes)
+        self.tasks: dict[str, tuple[int, asyncio.Task[None]]] = {}
+
+    def on_receive(self, msg: object) -> None:
+        if isinstance(msg, OpenStream):
+            previous = self.tasks.pop(msg.session_id, None)
+            if previous is not None:
+                previous[1].cancel()
+            provider = self.routes[msg.route].provider
+            task = self.loop.create_task(
+                _pump(self.directory, msg.session_id, msg.attempt, provider, msg.request)  # type: ignore[arg-type]
+            )
+            self.tasks[msg.session_id] = (msg.attempt, task)
+            session_id = msg.session_id
+
+            def forget(done: asyncio.Task[None]) -> None:
+                current = self.tasks.get(session_id)
+                if current is not None and current[1] is done:
+                    del self.tasks[session_id]
+
+            task.add_done_callback(forget)
+        elif isinstance(msg, CloseStream):
+            current = self.tasks.get(msg.session_id)
+            if current is not None and current[0] <= msg.attempt:
+                current[1].cancel()
+
+
+class DirectRuntime:
+    """``Runtime``'s host API over the role handlers run synchronously on one thread."""
+
+    def __init__(self, routes: Sequence[ModelRoute], registry: ToolRegistry,
+                 config: RuntimeConfig | None = None) -> None:
+        self.config = config or RuntimeConfig()
+        self.registry = registry
+        self.routes = tuple(routes)
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            self.loop.call_soon(ready.set)
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=run, name="direct-pipeline", daemon=True)
+        self.thread.start()
+        ready.wait(10)
+        self.scheduler = Scheduler()
+        self.directory = SyncDirectory(self.loop, self.thread)
+        self.supervisor_state = SupervisorState()
+        self.tracker_state = TrackerState()
+        self.emitter_state = EmitterState()
+        self.executor_state = ExecutorState(pool=_SyncPool())  # type: ignore[arg-type]
+        self._sessions: set[str] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._build_roles()
+
+    def _kind_of(self, tool_name: str) -> str:
+        tool = self.registry.get(tool_name)
+        return tool.kind if tool is not None else "other"
+
+    def _build_roles(self) -> None:
+        d: Any = self.directory  # the role classes are typed for RoleDirectory
+        cfg = self.config
+        turn_config = TurnConfig(
+            system_prompt=cfg.system_prompt,
+            max_tokens=cfg.max_tokens,
+            max_requests_per_turn=cfg.max_requests_per_turn,
+            retry=cfg.retry,
+        )
+        roles: dict[str, Any] = {
+            EMITTER: AcpEmitter(d, self.emitter_state),
+            EXECUTOR: ToolExecutor(d, self.executor_state, self.registry, self.scheduler,
+                                   workers=cfg.tool_workers, timeout=cfg.tool_timeout),
+            TRACKER: PreparationTracker(d, self.tracker_state, self._kind_of),
+            SUPERVISOR: SessionSupervisor(d, self.supervisor_state, self.routes,
+                                          self.registry.declarations(), self.scheduler, turn_config),
+        }
+        for role, actor in roles.items():
+            actor._actor_ref = _SyncRef(self.directory, role)  # never started: no thread, no inbox
+            self.directory.register(role, actor)
+        self.directory.register(READER, DirectReader(self.directory, self.loop, self.routes))
+
+    # --- the host API ---------------------------------------------------------------
+
+    def open_session(self, cwd: str | Path, sink: SessionSink, session_id: str | None = None) -> str:
+        session_id = session_id or f"sess_{uuid.uuid4().hex}"
+        with self._lock:
+            self._sessions.add(session_id)
+        self.directory.tell(EMITTER, AttachSink(session_id, sink))
+        self.directory.tell(SUPERVISOR, SessionOpened(session_id, str(Path(cwd).resolve())))
+        return session_id
+
+    def has_session(self, session_id: str) -> bool:
+        with self._lock:
+            return session_id in self._sessions
+
+    def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
+        reply: Future[TurnResult] = Future()
+        self.directory.tell(SUPERVISOR, StartTurn(session_id, tuple(parts), reply))
+        return reply
+
+    def cancel(self, session_id: str) -> None:
+        self.directory.tell(SUPERVISOR, Cancel(session_id))
+
+    def close_session(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.discard(session_id)
+        self.directory.tell(SUPERVISOR, SessionClosed(session_id))
+        self.directory.tell(EMITTER, DetachSink(session_id))
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        pending: list[Future[TurnResult]] = []
+        for session in list(self.supervisor_state.sessions.values()):
+            if session.turn is not None:
+                pending.append(session.turn.reply)
+                self.directory.tell(SUPERVISOR, Cancel(session.session_id))
+        for reply in pending:
+            try:
+                reply.result(timeout=timeout)
+            except Exception as exc:
+                logger.warning("turn did not end at shutdown: %r", exc)
+
+        async def cancel_all() -> None:
+            reader: DirectReader = self.directory._targets[READER]
+            tasks = [t for _, t in reader.tasks.values()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(cancel_all(), self.loop).result(timeout=timeout)
+        except Exception as exc:
+            logger.warning("closing streams at shutdown: %r", exc)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=timeout)
+        self.scheduler.stop()
+
+
+# --- provider events without a network ---------------------------------------------------
+
+
+PLACEHOLDER = b"BENCHIDPLACEHOLDER"
+EventBytes = tuple[bytes, bool]  # (one SSE event, carries a tool-call id placeholder)
+
+
+def _encode_turn(kind: Literal["anthropic", "openai"], with_tools: bool, seed: int) -> list[EventBytes]:
+    """One turn of the loopback server's generator, as the SSE bytes it would put on the wire."""
+    import random
+
+    rng = random.Random(seed)
+    generator = sse_server.anthropic_turn if kind == "anthropic" else sse_server.openai_turn
+    out: list[EventBytes] = []
+    for name, data in generator(with_tools, rng):
+        data["_sent"] = time.time()
+        tagged = False
+        block = data.get("content_block")
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            block["id"] = str(block["id"]).rsplit("_", 1)[0] + "_" + PLACEHOLDER.decode()
+            tagged = True
+        for choice in data.get("choices", []) or []:  # type: ignore[union-attr]
+            for call in choice.get("delta", {}).get("tool_calls", []) or []:
+                if call.get("id"):
+                    call["id"] = str(call["id"]).rsplit("_", 1)[0] + "_" + PLACEHOLDER.decode()
+                    tagged = True
+        payload = (f"event: {name}\n" if name else "").encode() + b"data: " + orjson.dumps(data) + b"\n\n"
+        out.append((payload, tagged))
+    if kind == "openai":
+        out.append((b"data: [DONE]\n\n", False))
+    return out
+
+
+class InProcessProvider:
+    """A ``Provider`` that replays the loopback server's turns from memory, unpaced.
+
+    Turns are generated once up front so generating them is not measured.
+    Each use stamps the tool-call ids with ``<n>_<time.time_ns()>`` (the same
+    shape as the server's), so the latency meter still works and ids never
+    repeat within a session. Per event it runs exactly what ``pump_sse``
+    runs: ``SseDecoder.feed`` then the adapter's ``feed``.
+    """
+
+    def __init__(self, kind: Literal["anthropic", "openai"], corpus: int = 64, seed: int = 11) -> None:
+        self.kind = kind
+        self.name = f"inproc-{kind}"
+        self.events = 0
+        self._serial = 0
+        self._tool_turns = [_encode_turn(kind, True, seed + i) for i in range(corpus)]
+        self._answer_turns = [_encode_turn(kind, False, seed + 10_000 + i) for i in range(corpus)]
+
+    def _wants_tools(self, request: ModelRequest) -> bool:
+        if self.kind == "anthropic":
+            body = build_messages_params(request)
+        else:
+            body = build_chat_params(request, max_tokens_field="max_tokens")
+        return sse_server._wants_tools(body)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
+        with_tools = self._wants_tools(request)
+        self._serial += 1
+        turns = self._tool_turns if with_tools else self._answer_turns
+        events = turns[self._serial % len(turns)]
+        decoder = SseDecoder()
+        adapter: Any = (
+            AnthropicStreamAdapter() if self.kind == "anthropic"
+            else OpenAIStreamAdapter(t.name for t in request.tools)
+        )
+        decode = decoder.feed
+        feed = adapter.feed
+        for raw, tagged in events:
+            if tagged:
+                raw = raw.replace(PLACEHOLDER, b"%d_%d" % (self._serial, time.time_ns()))
+            self.events += 1
+            for event, data in decode(raw):
+                for chunk in feed(event, data):
+                    yield chunk
+        for event, data in decoder.end():
+            for chunk in feed(event, data):
+                yield chunk
+        for chunk in adapter.end():
+            yield chunk

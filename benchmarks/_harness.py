@@ -1,0 +1,446 @@
+"""Shared pieces of the runtime benchmarks: the loopback provider, the editor side, meters.
+
+The benchmarks measure the runtime the way an editor uses it: requests go in
+as JSON-RPC lines on a pipe, frames come out as JSON-RPC lines on another
+pipe, and a *drain thread* reads and parses every line, stamping the moment
+it was read. That thread (and the client's writer thread) stand in for the
+editor, which is another process in real use, so their CPU time is measured
+separately and left out of the runtime's CPU figures.
+
+Everything here talks only to loopback addresses and every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import queue
+import random
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runtime.tools.base import ToolContext, ToolOutput
+from runtime.tools.registry import ToolRegistry
+
+REPO = Path(__file__).resolve().parents[1]
+REPORTS = REPO / "benchmarks" / "reports"
+LOOPBACK = "127.0.0.1"
+
+
+# --- the tool every benchmark session calls ------------------------------------------------
+
+
+class BenchTool:
+    """A tool that does nothing and returns at once, so only the runtime is measured."""
+
+    name = "bench_tool"
+    description = "Writes nothing; returns at once"
+    parameters: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string"}}}
+    kind = "edit"
+
+    def title(self, args: Mapping[str, Any]) -> str:
+        return f"Edit {args.get('path')}"
+
+    def locations(self, args: Mapping[str, Any], cwd: Path) -> list[dict[str, Any]]:
+        return []
+
+    def needs_permission(self, args: Mapping[str, Any]) -> bool:
+        return False
+
+    def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        return ToolOutput(llm_output="ok")
+
+
+def bench_registry() -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register(BenchTool())
+    return registry
+
+
+# --- the loopback provider process ------------------------------------------------------------
+
+
+@dataclass
+class LoopbackServer:
+    """``benchmarks.sse_server`` running in its own process (its CPU is not ours)."""
+
+    process: subprocess.Popen[str]
+    port: int
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def stats(self) -> dict[str, int]:
+        return server_stats(self.port)
+
+    def cpu_seconds(self) -> float:
+        return process_cpu_seconds(self.process.pid)
+
+
+@contextmanager
+def loopback_server(rate: float, *, stall: bool = False) -> Iterator[LoopbackServer]:
+    """Start the provider process, yield it once it listens, always stop it."""
+    command = [sys.executable, "-m", "benchmarks.sse_server", "--rate", str(rate)]
+    if stall:
+        command.append("--stall")
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        if not line.isdigit():
+            raise RuntimeError(f"sse_server did not report a port (got {line!r})")
+        yield LoopbackServer(process, int(line))
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def server_stats(port: int, timeout: float = 5.0) -> dict[str, int]:
+    """``GET /stats`` over a fresh loopback connection (the server keeps no per-client state)."""
+    with socket.create_connection((LOOPBACK, port), timeout=timeout) as sock:
+        sock.sendall(b"GET /stats HTTP/1.1\r\nhost: localhost\r\ncontent-length: 0\r\n\r\n")
+        data = b""
+        deadline = time.monotonic() + timeout
+        while b"\r\n\r\n" not in data and time.monotonic() < deadline:
+            data += sock.recv(4096)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        while len(body) < length and time.monotonic() < deadline:
+            body += sock.recv(4096)
+    stats: dict[str, int] = orjson.loads(body)
+    return stats
+
+
+# --- meters -----------------------------------------------------------------------------------
+
+
+def _status_field(name: str, pid: int | str = "self") -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(name + ":"):
+                return int(line.split()[1])
+    raise KeyError(name)
+
+
+def rss_kib(pid: int | str = "self") -> int:
+    """Resident set size now, in KiB (``VmRSS``)."""
+    return _status_field("VmRSS", pid)
+
+
+def os_threads(pid: int | str = "self") -> int:
+    """Threads of the process as the kernel counts them (Python's and any native ones)."""
+    return _status_field("Threads", pid)
+
+
+def process_cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU of this process (``pid=None``) or of another one."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def thread_cpu_seconds(thread: threading.Thread) -> float:
+    """CPU time one live thread has used; 0.0 once it is gone."""
+    ident = thread.ident
+    if ident is None or not thread.is_alive():
+        return 0.0
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except (OSError, ProcessLookupError):
+        return 0.0
+
+
+def cpu_by_thread() -> dict[str, float]:
+    """CPU seconds of every live thread, keyed by name with numeric suffixes folded.
+
+    ``toolprep-tool_3`` and ``toolprep-tool_0`` add up under ``toolprep-tool``,
+    so a breakdown stays readable whatever the pool sizes are.
+    """
+    out: dict[str, float] = {}
+    for thread in threading.enumerate():
+        key = _fold_name(thread.name)
+        out[key] = out.get(key, 0.0) + thread_cpu_seconds(thread)
+    return out
+
+
+def _fold_name(name: str) -> str:
+    base = name.rstrip("0123456789").rstrip("-_ ")
+    if base.endswith(")"):  # "ThreadPoolExecutor-0_1 (worker)" style
+        base = base.split("(")[0].rstrip()
+    return base.rstrip("0123456789").rstrip("-_ ") or name
+
+
+def cpu_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    keys = set(before) | set(after)
+    return {k: round(after.get(k, 0.0) - before.get(k, 0.0), 4) for k in sorted(keys)}
+
+
+def percentile(sorted_values: Sequence[float], p: float) -> float | None:
+    """Nearest-rank percentile of already sorted values (``None`` when empty)."""
+    if not sorted_values:
+        return None
+    rank = max(0, min(len(sorted_values) - 1, int(round(p / 100.0 * len(sorted_values) + 0.5)) - 1))
+    return sorted_values[rank]
+
+
+def summarize_ms(values_ns: Iterable[int]) -> dict[str, Any]:
+    """count / p50 / p90 / p99 / max in milliseconds for nanosecond samples."""
+    ordered = sorted(values_ns)
+    out: dict[str, Any] = {"count": len(ordered)}
+    for label, p in (("p50", 50.0), ("p90", 90.0), ("p99", 99.0)):
+        value = percentile(ordered, p)
+        out[label] = None if value is None else round(value / 1e6, 3)
+    out["max"] = round(ordered[-1] / 1e6, 3) if ordered else None
+    return out
+
+
+def settle_memory() -> int:
+    """Collect garbage twice, give the allocator a moment, return RSS in KiB."""
+    gc.collect()
+    gc.collect()
+    time.sleep(0.2)
+    return rss_kib()
+
+
+def machine_info() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+    }
+
+
+def write_report(path: Path, report: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def reservoir(values: list[int], limit: int, seed: int = 1) -> list[int]:
+    """At most ``limit`` samples, chosen evenly at random, for plots in the JSON report."""
+    if len(values) <= limit:
+        return list(values)
+    return random.Random(seed).sample(values, limit)
+
+
+# --- the editor side of one ACP connection --------------------------------------------------
+
+
+Line = dict[str, Any]
+UpdateHandler = Callable[[str, dict[str, Any], int], None]
+"""``on_update(session_id, update, read_ns)``: called on the drain thread for each frame."""
+
+
+class AcpClient:
+    """The client end of an agent's stdio, in this process: one writer, one drain thread.
+
+    ``read_ns`` handed to callbacks is ``time.time_ns()`` taken right after
+    the read that returned the line, so it is comparable with the loopback
+    provider's send stamps (another process on the same clock). Responses
+    are matched to requests by id and their callbacks run on the drain
+    thread, in wire order with the frames.
+
+    A separate writer thread sends queued requests, so the client never
+    blocks reading while the agent blocks writing (which would deadlock two
+    full pipes); ``send_now`` writes from the calling thread for the few
+    latency-critical small messages, which the pipe accepts atomically.
+    """
+
+    def __init__(self, to_agent: int, from_agent: int, on_update: UpdateHandler) -> None:
+        self._to_agent = to_agent
+        self._from_agent = from_agent
+        self._on_update = on_update
+        self._ids = iter(range(1, 1 << 62))
+        self._pending: dict[int, Callable[[Line, int], None]] = {}
+        self._pending_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.lines_read = 0
+        self.bytes_read = 0
+        self.errors: list[Line] = []
+        self.writer = threading.Thread(target=self._write_loop, name="bench-client-writer", daemon=True)
+        self.drain = threading.Thread(target=self._drain_loop, name="bench-drain", daemon=True)
+        self.writer.start()
+        self.drain.start()
+
+    # sending
+
+    def _encode_request(
+        self, method: str, params: Any, on_result: Callable[[Line, int], None] | None
+    ) -> bytes:
+        request_id = next(self._ids)
+        if on_result is not None:
+            with self._pending_lock:
+                self._pending[request_id] = on_result
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+
+    def request(self, method: str, params: Any, on_result: Callable[[Line, int], None] | None = None) -> None:
+        """Queue a request; ``on_result(response, read_ns)`` runs on the drain thread."""
+        self._outbox.put(self._encode_request(method, params, on_result))
+
+    def notify(self, method: str, params: Any) -> None:
+        self._outbox.put(orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params},
+                                      option=orjson.OPT_APPEND_NEWLINE))
+
+    def send_now(self, method: str, params: Any, on_result: Callable[[Line, int], None] | None = None,
+                 *, notification: bool = False) -> None:
+        """Write one small message from this thread at once (no queue hop)."""
+        if notification:
+            data = orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params},
+                                option=orjson.OPT_APPEND_NEWLINE)
+        else:
+            data = self._encode_request(method, params, on_result)
+        self._write(data)
+
+    def call(self, method: str, params: Any, timeout: float = 30.0) -> Line:
+        """Blocking request for set-up steps (never call from the drain thread)."""
+        done = threading.Event()
+        box: list[Line] = []
+
+        def got(response: Line, _read_ns: int) -> None:
+            box.append(response)
+            done.set()
+
+        self.request(method, params, got)
+        if not done.wait(timeout):
+            raise TimeoutError(f"no answer to {method} within {timeout}s")
+        if "error" in box[0]:
+            raise RuntimeError(f"{method} failed: {box[0]['error']}")
+        return box[0]
+
+    def _write(self, data: bytes) -> None:
+        with self._write_lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._to_agent, view):]
+
+    def _write_loop(self) -> None:
+        while True:
+            data = self._outbox.get()
+            if data is None:
+                return
+            try:
+                self._write(data)
+            except OSError:
+                return
+
+    def close_input(self) -> None:
+        """End the agent's input (EOF), after everything queued was written."""
+        self._outbox.put(None)
+        self.writer.join(timeout=10)
+        try:
+            os.close(self._to_agent)
+        except OSError:
+            pass
+
+    # reading
+
+    def _drain_loop(self) -> None:
+        buffer = b""
+        read = os.read
+        fd = self._from_agent
+        loads = orjson.loads
+        on_update = self._on_update
+        while True:
+            try:
+                chunk = read(fd, 1 << 20)
+            except OSError:
+                return
+            read_ns = time.time_ns()
+            if not chunk:
+                return
+            self.bytes_read += len(chunk)
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for raw in lines:
+                if not raw:
+                    continue
+                self.lines_read += 1
+                message = loads(raw)
+                method = message.get("method")
+                if method == "session/update":
+                    params = message["params"]
+                    on_update(params["sessionId"], params["update"], read_ns)
+                elif method is None:
+                    with self._pending_lock:
+                        callback = self._pending.pop(message.get("id"), None)
+                    if "error" in message and callback is None:
+                        self.errors.append(message)
+                    if callback is not None:
+                        callback(message, read_ns)
+
+    def wait_drained(self, timeout: float = 10.0) -> None:
+        self.drain.join(timeout)
+
+    def harness_threads(self) -> list[threading.Thread]:
+        return [self.writer, self.drain]
+
+
+@dataclass
+class Pipes:
+    """The two pipes of an agent's stdio: client -> agent, agent -> client."""
+
+    agent_in: Any  # binary reader the agent's JsonRpcConnection reads
+    agent_out: Any  # binary writer the agent's JsonRpcConnection writes
+    client_w: int
+    client_r: int
+    extra: list[int] = field(default_factory=list)
+
+
+def make_pipes() -> Pipes:
+    c2a_r, c2a_w = os.pipe()
+    a2c_r, a2c_w = os.pipe()
+    return Pipes(os.fdopen(c2a_r, "rb"), os.fdopen(a2c_w, "wb"), c2a_w, a2c_r)
+
+
+def preparing_stamp_ns(update: dict[str, Any]) -> int | None:
+    """Server send stamp of a *preparing* card (``None`` for every other frame).
+
+    The loopback provider ends tool-call ids with ``_<time.time_ns()>``; the
+    tracker may rename a reused id by appending ``_<n>``, which a stamp (19
+    digits) is never confused with.
+    """
+    if update.get("sessionUpdate") != "tool_call":
+        return None
+    meta = update.get("_meta")
+    if not meta or meta.get("phase") != "preparing" or meta.get("preparationDiscarded"):
+        return None
+    tail = update["toolCallId"].rsplit("_", 1)[-1]
+    return int(tail) if len(tail) >= 18 and tail.isdigit() else None
+
+
+def is_discard(update: dict[str, Any]) -> bool:
+    meta = update.get("_meta")
+    return bool(meta and meta.get("preparationDiscarded"))
+
+
+def stagger(count: int, spread: float, seed: int = 3) -> list[float]:
+    """Start offsets in ``[0, spread)`` so sessions do not move in lockstep."""
+    rng = random.Random(seed)
+    return sorted(rng.random() * spread for _ in range(count))

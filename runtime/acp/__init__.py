@@ -1,0 +1,55 @@
+"""The ACP side of toolprep: the JSON-RPC transport, its errors, and the agent on top.
+
+The transport names are re-exported here; the agent (``runtime.acp.agent``)
+is not, so importing the transport does not pull in the whole runtime.
+"""
+
+from runtime.acp.errors import (
+    AUTH_REQUIRED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    RESOURCE_NOT_FOUND,
+    ConnectionClosed,
+    RpcError,
+    optional,
+    require,
+    require_object,
+)
+from runtime.acp.jsonrpc import (
+    DEFAULT_MAX_LINE_BYTES,
+    DEFERRED,
+    JsonRpcConnection,
+    RequestId,
+    build_error,
+    build_notification,
+    build_request,
+    build_response,
+)
+
+__all__ = [
+    "AUTH_REQUIRED",
+    "DEFAULT_MAX_LINE_BYTES",
+    "DEFERRED",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "REQUEST_CANCELLED",
+    "RESOURCE_NOT_FOUND",
+    "ConnectionClosed",
+    "JsonRpcConnection",
+    "RequestId",
+    "RpcError",
+    "build_error",
+    "build_notification",
+    "build_request",
+    "build_response",
+    "optional",
+    "require",
+    "require_object",
+]

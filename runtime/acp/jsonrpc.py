@@ -1,0 +1,704 @@
+"""Newline-delimited JSON-RPC 2.0 over a pair of byte streams (an ACP agent's stdio).
+
+One :class:`JsonRpcConnection` serves both directions: it answers the peer's
+requests with registered handlers and lets local code call the peer
+(``request``/``notify``). The same class runs the agent (on its own
+stdin/stdout) and a client driving an agent subprocess (tests, the demo).
+
+Threading model, and why:
+
+* **One reader thread** owns the input stream. It reads in bounded chunks and
+  splits lines itself, so a multi-gigabyte line costs at most
+  ``max_line_bytes`` of memory before it is rejected and skipped.
+* **Handlers run inline on the reader thread by default**, in arrival order.
+  That ordering is what makes ``session/cancel`` reliable: the
+  ``session/prompt`` handler has registered its turn before the cancel that
+  follows it on the wire is dispatched. In exchange handlers must return
+  quickly; long work (a prompt turn, which can take minutes) returns a
+  ``concurrent.futures.Future`` or :data:`DEFERRED` and answers later, while
+  the reader keeps serving other messages, cancels included. Waiting on an
+  outgoing request's future from the reader thread would deadlock (its
+  response could never be read), so such a wait raises ``RuntimeError``.
+  ``request_workers=N`` instead runs request handlers on a bounded pool of
+  N threads (notifications stay inline, so they are never stuck behind busy
+  workers), for embedders whose handlers block; arrival order between a
+  request and a later notification is then no longer guaranteed.
+* **Writes are serialised by a lock** and flushed per message, so any
+  thread (handler, emitter, future callback) may call :meth:`send`. A broken
+  pipe surfaces as :class:`ConnectionClosed`, never as a dead process.
+* Nothing here writes to stdout except through the output stream given to
+  it; diagnostics go to :mod:`logging`.
+
+Batches (JSON arrays) are not supported; ACP does not use them, and they
+are answered with a single ``-32600`` error.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from types import TracebackType
+from typing import IO, Any, Final, Self, TypeAlias
+
+import orjson
+
+from runtime.acp.errors import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    ConnectionClosed,
+    RpcError,
+)
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "DEFERRED",
+    "CloseCallback",
+    "ConnectionClosed",
+    "JsonRpcConnection",
+    "NotificationHandler",
+    "RequestHandler",
+    "RequestId",
+    "RpcError",
+    "build_error",
+    "build_notification",
+    "build_request",
+    "build_response",
+]
+
+logger = logging.getLogger(__name__)
+
+RequestId: TypeAlias = str | int | None
+"""A JSON-RPC id as ACP allows it: string, 64-bit integer or null."""
+
+RequestHandler: TypeAlias = Callable[[Any, RequestId], Any]
+"""``handler(params, request_id)``: a result, a ``Future`` of one, or :data:`DEFERRED`."""
+
+NotificationHandler: TypeAlias = Callable[[Any], object]
+"""``handler(params)``; the return value is ignored."""
+
+CloseCallback: TypeAlias = Callable[[], object]
+
+DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
+_READ_CHUNK_BYTES: Final = 64 * 1024
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+class _Deferred:
+    """Type of :data:`DEFERRED`; a class of its own so ``is`` checks and mypy both work."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DEFERRED"
+
+
+DEFERRED: Final = _Deferred()
+"""Returned by a request handler that will answer itself via ``respond``/``respond_error``.
+
+Used when the reply must be written by the same thread that writes related
+notifications (a prompt's reply after its last ``session/update``), so the
+peer sees them in order.
+"""
+
+
+def build_response(request_id: RequestId, result: Any) -> dict[str, Any]:
+    """A success response; public so a caller can ``send`` it in order with its other frames."""
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def build_error(request_id: RequestId, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """An error response (``data`` omitted when ``None``), shaped as the ACP schema's ``Error``."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": RpcError(code, message, data).to_dict()}
+
+
+def build_request(request_id: RequestId, method: str, params: Any = None) -> dict[str, Any]:
+    """A request; ``params`` omitted when ``None``."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def build_notification(method: str, params: Any = None) -> dict[str, Any]:
+    """A notification; ``params`` omitted when ``None``."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def _valid_id(value: Any) -> bool:
+    if value is None or isinstance(value, str):
+        return True
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX
+    )
+
+
+def _settle(future: Future[Any], *, result: Any = None, error: BaseException | None = None) -> None:
+    """Complete ``future`` unless its owner already cancelled it."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+    except InvalidStateError:
+        pass
+
+
+class _ReplyFuture(Future[Any]):
+    """Future of an outgoing request that refuses to be awaited on the reader thread.
+
+    Only the reader thread can deliver the response, so blocking it on the
+    response would hang the connection forever; failing loudly instead turns
+    that bug into an error the handler reports.
+    """
+
+    def __init__(self, connection: JsonRpcConnection) -> None:
+        super().__init__()
+        self._connection = connection
+
+    def _check_thread(self) -> None:
+        if not self.done() and self._connection._on_reader_thread():
+            raise RuntimeError(
+                "waiting for a JSON-RPC response on the connection's reader thread would "
+                "deadlock; use add_done_callback or request_workers instead"
+            )
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._check_thread()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._check_thread()
+        return super().exception(timeout)
+
+
+class JsonRpcConnection:
+    """A JSON-RPC 2.0 peer over newline-delimited JSON on two byte streams.
+
+    ``input_stream`` is read only by the reader thread started by
+    :meth:`start`; ``output_stream`` is written only through :meth:`send`.
+    Blocking streams are expected (pipes, ``sys.stdin.buffer``).
+    """
+
+    def __init__(
+        self,
+        input_stream: IO[bytes],
+        output_stream: IO[bytes],
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        request_workers: int = 0,
+        name: str = "jsonrpc",
+    ) -> None:
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be positive")
+        if request_workers < 0:
+            raise ValueError("request_workers must be >= 0 (0 runs handlers inline)")
+        self._input = input_stream
+        self._output = output_stream
+        self.max_line_bytes = max_line_bytes
+        self.name = name
+        self._write_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._request_handlers: dict[str, RequestHandler] = {}
+        self._notification_handlers: dict[str, NotificationHandler] = {}
+        self._close_callbacks: list[CloseCallback] = []
+        self._pending: dict[int, Future[Any]] = {}
+        self._awaiting_reply: set[str | int | None] = set()
+        self._ids = itertools.count(1)
+        self._reader: threading.Thread | None = None
+        self._finished = False
+        self._finish_reason = ""
+        self._write_failure: str | None = None
+        self._closed = threading.Event()
+        self._pool: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(request_workers, thread_name_prefix=f"{name}-handler")
+            if request_workers
+            else None
+        )
+
+    # Builders are also reachable from the connection, which is what callers hold.
+    build_response = staticmethod(build_response)
+    build_error = staticmethod(build_error)
+
+    # ------------------------------------------------------------------ registration
+
+    def on_request(self, method: str, handler: RequestHandler) -> None:
+        """Serve ``method`` with ``handler(params, request_id)`` (replaces any earlier one)."""
+        self._request_handlers[method] = handler
+
+    def on_notification(self, method: str, handler: NotificationHandler) -> None:
+        """Call ``handler(params)`` for each ``method`` notification, on the reader thread."""
+        self._notification_handlers[method] = handler
+
+    def on_close(self, callback: CloseCallback) -> None:
+        """Call ``callback()`` once when the input ends or :meth:`close` is called.
+
+        The agent cancels its running turns here. Registered after the fact,
+        it runs at once, so a close is never missed.
+        """
+        with self._state_lock:
+            if not self._finished:
+                self._close_callbacks.append(callback)
+                return
+        self._run_close_callback(callback)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Start the reader thread; register handlers first so no message finds none."""
+        with self._state_lock:
+            if self._reader is not None:
+                raise RuntimeError("connection already started")
+            # Daemon: a read blocked on a silent peer must not keep the process alive.
+            self._reader = threading.Thread(
+                target=self._read_loop, name=f"{self.name}-reader", daemon=True
+            )
+        self._reader.start()
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        """Block until the input ended (``on_close`` callbacks done) or ``close()``; True if so."""
+        return self._closed.wait(timeout)
+
+    @property
+    def closed(self) -> bool:
+        """True once the input ended or :meth:`close` was called."""
+        return self._closed.is_set()
+
+    def close(self) -> None:
+        """Stop talking: further sends raise, pending requests fail, ``on_close`` runs.
+
+        The output stream is closed (the peer sees EOF); the input stream is
+        left to the reader thread, which drops anything it still reads and
+        exits at EOF: closing a stream another thread is blocked reading is
+        not safe.
+        """
+        with self._write_lock:
+            if self._write_failure is None:
+                self._write_failure = "connection closed"
+            self._discard_output()
+        self._finish("connection closed")
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ sending
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        """Write ``message`` as one compact JSON line and flush; safe from any thread.
+
+        Raises ``ConnectionClosed`` if the output is closed or broken, and
+        ``TypeError`` (``orjson.JSONEncodeError``) if it is not serialisable.
+        A raw escape hatch: a response sent this way still counts as the
+        answer to its request, so ``respond`` will not answer it twice.
+        """
+        data = orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+        if "method" not in message and ("result" in message or "error" in message):
+            answered = message.get("id")
+            if _valid_id(answered):
+                with self._state_lock:
+                    self._awaiting_reply.discard(answered)
+        with self._write_lock:
+            if self._write_failure is not None:
+                raise ConnectionClosed(self._write_failure)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[self._output.write(view) :]
+                self._output.flush()
+            except (OSError, ValueError) as exc:
+                self._write_failure = f"cannot write to the peer: {exc}"
+                logger.warning("%s: output broken: %s", self.name, exc)
+                self._discard_output()
+                raise ConnectionClosed(self._write_failure) from exc
+
+    def _discard_output(self) -> None:
+        """Close a broken output, dropping whatever it still buffers.
+
+        Otherwise interpreter shutdown retries the flush of ``sys.stdout``,
+        fails again and turns a clean exit into status 120.
+        """
+        try:
+            self._output.close()
+        except (OSError, ValueError):
+            pass
+
+    def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification; raises ``ConnectionClosed`` if the peer is gone."""
+        self.send(build_notification(method, params))
+
+    def request(self, method: str, params: Any = None) -> Future[Any]:
+        """Call the peer; the future gets the result, an ``RpcError``, or ``ConnectionClosed``.
+
+        Never raises for a gone peer (the future fails instead), so callers
+        handle every outcome in one done-callback.
+        """
+        future = _ReplyFuture(self)
+        with self._state_lock:
+            if self._finished:
+                future.set_exception(ConnectionClosed(self._finish_reason))
+                return future
+            request_id = next(self._ids)
+            self._pending[request_id] = future
+        try:
+            self.send(build_request(request_id, method, params))
+        except ConnectionClosed as exc:
+            with self._state_lock:
+                self._pending.pop(request_id, None)
+            _settle(future, error=exc)
+        except TypeError:
+            with self._state_lock:
+                self._pending.pop(request_id, None)
+            raise
+        return future
+
+    def respond(self, request_id: RequestId, result: Any) -> bool:
+        """Answer the peer's request ``request_id`` with ``result``; True if written.
+
+        Each request is answered at most once: a second answer is dropped
+        with a warning. A peer that went away is logged, not raised, because
+        answers are typically sent from future callbacks with nobody to catch.
+        """
+        if not self._claim(request_id):
+            return False
+        try:
+            self.send(build_response(request_id, result))
+        except TypeError as exc:
+            logger.error(
+                "%s: result for request %r is not serialisable: %s", self.name, request_id, exc
+            )
+            return self._send_quietly(
+                build_error(
+                    request_id,
+                    INTERNAL_ERROR,
+                    f"Internal error: result is not JSON-serialisable: {exc}",
+                )
+            )
+        except ConnectionClosed as exc:
+            logger.info("%s: response to %r not delivered: %s", self.name, request_id, exc)
+            return False
+        return True
+
+    def respond_error(
+        self, request_id: RequestId, code: int, message: str, data: Any = None
+    ) -> bool:
+        """Answer ``request_id`` with an error; same once-only and gone-peer rules as respond."""
+        if not self._claim(request_id):
+            return False
+        return self._send_quietly(build_error(request_id, code, message, data))
+
+    # ------------------------------------------------------------------ internals
+
+    def _on_reader_thread(self) -> bool:
+        return self._reader is not None and threading.current_thread() is self._reader
+
+    def _claim(self, request_id: RequestId) -> bool:
+        with self._state_lock:
+            if request_id not in self._awaiting_reply:
+                logger.warning(
+                    "%s: answer to request %r dropped: it is not awaiting one (answered already?)",
+                    self.name,
+                    request_id,
+                )
+                return False
+            self._awaiting_reply.discard(request_id)
+            return True
+
+    def _send_quietly(self, message: Mapping[str, Any]) -> bool:
+        try:
+            self.send(message)
+        except ConnectionClosed as exc:
+            logger.info("%s: message not delivered: %s", self.name, exc)
+            return False
+        except TypeError as exc:
+            logger.error("%s: error data is not serialisable: %s", self.name, exc)
+            return False
+        return True
+
+    def _reject(self, request_id: RequestId, code: int, message: str, data: Any = None) -> None:
+        """Error reply to a message that never became a tracked request."""
+        logger.warning("%s: rejected message: %s", self.name, message)
+        self._send_quietly(build_error(request_id, code, message, data))
+
+    def _finish(self, reason: str) -> None:
+        with self._state_lock:
+            if self._finished:
+                return
+            self._finished = True
+            self._finish_reason = reason
+            pending = list(self._pending.values())
+            self._pending.clear()
+            callbacks = list(self._close_callbacks)
+            self._close_callbacks.clear()
+        for future in pending:
+            _settle(future, error=ConnectionClosed(reason))
+        for callback in callbacks:
+            self._run_close_callback(callback)
+        self._closed.set()
+
+    def _run_close_callback(self, callback: CloseCallback) -> None:
+        try:
+            callback()
+        except Exception:
+            logger.exception("%s: on_close callback failed", self.name)
+
+    # ------------------------------------------------------------------ reading
+
+    def _read_loop(self) -> None:
+        reason = "input closed (EOF)"
+        try:
+            for line in self._lines():
+                if self._finished:
+                    break
+                if line is None:
+                    self._reject(
+                        None,
+                        INVALID_REQUEST,
+                        f"Invalid Request: message exceeds the size limit of "
+                        f"{self.max_line_bytes} bytes and was discarded",
+                        {"maxLineBytes": self.max_line_bytes},
+                    )
+                    continue
+                try:
+                    self._handle_line(line)
+                except Exception:
+                    logger.exception("%s: failed to handle a message", self.name)
+        except Exception as exc:
+            reason = f"reader failed: {exc!r}"
+            logger.exception("%s: reader failed", self.name)
+        finally:
+            logger.debug("%s: %s", self.name, reason)
+            self._finish(reason)
+            if self._pool is not None:
+                # Queued handlers still run and may still answer; no new ones can arrive.
+                self._pool.shutdown(wait=False)
+
+    def _read_chunk(self) -> bytes:
+        """At most one chunk of whatever is available; never waits to fill a buffer."""
+        read1 = getattr(self._input, "read1", None)
+        try:
+            chunk = (
+                read1(_READ_CHUNK_BYTES)
+                if read1 is not None
+                else self._input.read(_READ_CHUNK_BYTES)
+            )
+        except (OSError, ValueError) as exc:
+            logger.warning("%s: input unreadable, treating as EOF: %s", self.name, exc)
+            return b""
+        return bytes(chunk) if chunk else b""
+
+    def _lines(self) -> Iterator[bytes | None]:
+        """Complete lines without their newline; ``None`` for each line over the limit.
+
+        A line is buffered only while it fits ``max_line_bytes``; past that
+        the buffer is dropped, the rejection is yielded at once and the rest
+        of the line is skipped as it arrives.
+        """
+        limit = self.max_line_bytes
+        buffer = bytearray()
+        discarding = False
+        while True:
+            chunk = self._read_chunk()
+            if not chunk:
+                if buffer and not discarding:
+                    yield bytes(buffer)  # a last line without a newline still counts
+                return
+            start = 0
+            while True:
+                newline = chunk.find(b"\n", start)
+                end = len(chunk) if newline == -1 else newline
+                if discarding:
+                    pass
+                elif len(buffer) + end - start > limit:
+                    buffer.clear()
+                    discarding = True
+                    yield None
+                else:
+                    buffer += chunk[start:end]
+                if newline == -1:
+                    break
+                if not discarding:
+                    yield bytes(buffer)
+                buffer.clear()
+                discarding = False
+                start = newline + 1
+
+    def _handle_line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s <- %s", self.name, line[:500])
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            self._reject(None, PARSE_ERROR, f"Parse error: {exc}")
+            return
+        self._handle_message(message)
+
+    def _handle_message(self, message: Any) -> None:
+        if isinstance(message, list):
+            self._reject(
+                None,
+                INVALID_REQUEST,
+                "Invalid Request: batch requests (JSON arrays) are not supported",
+            )
+            return
+        if not isinstance(message, dict):
+            self._reject(None, INVALID_REQUEST, "Invalid Request: expected a JSON object")
+            return
+        if "method" not in message and ("result" in message or "error" in message):
+            # Never answer a response, not even a broken one: two peers would ping-pong errors.
+            self._handle_response(message)
+            return
+        has_id = "id" in message
+        raw_id = message.get("id")
+        reply_id: RequestId = raw_id if has_id and _valid_id(raw_id) else None
+        if message.get("jsonrpc") != "2.0":
+            self._reject(reply_id, INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")
+            return
+        if "method" not in message:
+            self._reject(reply_id, INVALID_REQUEST, "Invalid Request: missing 'method'")
+            return
+        method = message["method"]
+        if not isinstance(method, str):
+            self._reject(reply_id, INVALID_REQUEST, "Invalid Request: 'method' must be a string")
+            return
+        if has_id and not _valid_id(raw_id):
+            self._reject(
+                None,
+                INVALID_REQUEST,
+                "Invalid Request: 'id' must be a string, a 64-bit integer or null",
+            )
+            return
+        params = message.get("params")
+        if params is not None and not isinstance(params, (dict, list)):
+            self._reject(
+                reply_id, INVALID_REQUEST, "Invalid Request: 'params' must be an object or an array"
+            )
+            return
+        if has_id:
+            self._handle_request(method, params, reply_id)
+        else:
+            self._handle_notification(method, params)
+
+    def _handle_response(self, message: dict[str, Any]) -> None:
+        response_id = message.get("id")
+        if message.get("jsonrpc") != "2.0":
+            logger.warning('%s: response without "jsonrpc": "2.0" accepted', self.name)
+        future: Future[Any] | None = None
+        if isinstance(response_id, int) and not isinstance(response_id, bool):
+            with self._state_lock:
+                future = self._pending.pop(response_id, None)
+        if future is None:
+            if response_id is None and "error" in message:
+                logger.warning("%s: peer reported an error: %r", self.name, message["error"])
+            else:
+                logger.warning("%s: response to unknown request %r ignored", self.name, response_id)
+            return
+        if "error" in message:
+            error = message["error"]
+            if (
+                isinstance(error, dict)
+                and isinstance(error.get("code"), int)
+                and isinstance(error.get("message"), str)
+            ):
+                _settle(future, error=RpcError(error["code"], error["message"], error.get("data")))
+            else:
+                _settle(
+                    future, error=RpcError(INTERNAL_ERROR, f"Malformed error response: {error!r}")
+                )
+        else:
+            _settle(future, result=message.get("result"))
+
+    def _handle_notification(self, method: str, params: Any) -> None:
+        handler = self._notification_handlers.get(method)
+        if handler is None:
+            logger.info("%s: unknown notification %r ignored", self.name, method)
+            return
+        try:
+            handler(params)
+        except Exception:
+            logger.exception("%s: notification handler for %r failed", self.name, method)
+
+    def _handle_request(self, method: str, params: Any, request_id: RequestId) -> None:
+        with self._state_lock:
+            duplicate = request_id in self._awaiting_reply
+            if not duplicate:
+                self._awaiting_reply.add(request_id)
+        if duplicate:
+            self._reject(
+                None,
+                INVALID_REQUEST,
+                f"Invalid Request: id {request_id!r} is already used by a request in progress",
+                {"id": request_id},
+            )
+            return
+        handler = self._request_handlers.get(method)
+        if handler is None:
+            self.respond_error(
+                request_id, METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method}
+            )
+            return
+        if self._pool is None:
+            self._run_handler(handler, method, params, request_id)
+            return
+        try:
+            self._pool.submit(self._run_handler, handler, method, params, request_id)
+        except RuntimeError:  # pool shut down by close()
+            self.respond_error(request_id, INTERNAL_ERROR, "Internal error: connection is closing")
+
+    def _run_handler(
+        self, handler: RequestHandler, method: str, params: Any, request_id: RequestId
+    ) -> None:
+        try:
+            outcome = handler(params, request_id)
+        except RpcError as exc:
+            self.respond_error(request_id, exc.code, exc.message, exc.data)
+            return
+        except Exception as exc:
+            logger.exception("%s: handler for %r failed", self.name, method)
+            self.respond_error(request_id, INTERNAL_ERROR, _internal_message(method, exc))
+            return
+        if outcome is DEFERRED:
+            return
+        if isinstance(outcome, Future):
+            outcome.add_done_callback(
+                lambda done: self._respond_from_future(method, request_id, done)
+            )
+            return
+        self.respond(request_id, outcome)
+
+    def _respond_from_future(self, method: str, request_id: RequestId, done: Future[Any]) -> None:
+        if done.cancelled():
+            self.respond_error(request_id, REQUEST_CANCELLED, "Request cancelled")
+            return
+        error = done.exception()
+        if error is None:
+            self.respond(request_id, done.result())
+        elif isinstance(error, RpcError):
+            self.respond_error(request_id, error.code, error.message, error.data)
+        else:
+            logger.error("%s: deferred %r failed: %r", self.name, method, error)
+            self.respond_error(request_id, INTERNAL_ERROR, _internal_message(method, error))
+
+
+def _internal_message(method: str, exc: BaseException) -> str:
+    return f"Internal error in {method}: {type(exc).__name__}: {exc}"

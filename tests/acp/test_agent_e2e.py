@@ -1,0 +1,148 @@
+"""``toolprep acp`` end to end: the official ACP client SDK on one side, a loopback
+provider speaking each wire format on the other. Every message the agent sends is
+validated against the official schema by the client's observer."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from acp import text_block
+
+from tests.acp.conftest import RecordingClient, agent_command, running_agent
+from tests.runtime import scenarios as sc
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.runtime_harness import check_cards, is_preparing, lifecycle
+
+PROVIDERS = ["anthropic", "openai"]
+
+
+def _read_call(call_id: str = "call_read") -> sc.Call:
+    return (call_id, "read_file", {"path": "README.md"})
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_multi_step_turn_streams_the_whole_lifecycle(kind: str, tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("# Hello from the project\n")
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.calls_turn(kind, [_read_call()], text="Let me read it."), pace_s=0.002),
+            sc.ok(sc.text_turn(kind, "It says hello.")),
+        )
+        client = RecordingClient()
+        async with running_agent(*agent_command(kind, server), client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("What is this?")])
+        assert reply.stop_reason == "end_turn"
+        frames = client.frames(session.session_id)
+        check_cards(frames)
+        assert lifecycle(frames) == {"call_read": ["preparing", "in_progress", "completed"]}
+        completed = [f for f in frames if f.get("status") == "completed"][0]
+        assert "Hello from the project" in str(completed["content"])
+        started = [f for f in frames if f.get("status") == "in_progress"][0]
+        assert started["rawInput"] == {"path": "README.md"} and started["kind"] == "read"
+        assert started["locations"][0]["path"].endswith("README.md")
+        texts = "".join(f["content"]["text"] for f in frames if f["sessionUpdate"] == "agent_message_chunk")
+        assert texts == "Let me read it.It says hello."
+        # The tool result reached the model in its own format on the second request.
+        assert "Hello from the project" in str(server.requests[1].body)
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_retry_and_fallback_discard_cards(kind: str, tmp_path: Path) -> None:
+    paris, tokyo = ("call_a", "get_weather", {"city": "Paris"}), ("call_b", "read_file", {"path": "x"})
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.prepared_then_error(kind, paris),  # retried on the primary model
+            sc.prepared_then_error(kind, tokyo),
+            sc.prepared_then_error(kind, ("call_c", "read_file", {"path": "y"})),
+            sc.ok(sc.text_turn(kind, "Recovered.")),  # the fallback model answers
+        )
+        client = RecordingClient()
+        command, env = agent_command(kind, server, "--model", "primary", "--fallback-model", "backup")
+        async with running_agent(command, env, client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+        assert reply.stop_reason == "end_turn"
+        frames = client.frames()
+        check_cards(frames)
+        assert lifecycle(frames) == {
+            "call_a": ["preparing", "discarded"],
+            "call_b": ["preparing", "discarded"],
+            "call_c": ["preparing", "discarded"],
+        }
+        assert [r.body["model"] for r in server.requests] == ["primary", "primary", "primary", "backup"]
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_cancel_mid_stream_replies_cancelled(kind: str, tmp_path: Path) -> None:
+    with FakeProviderServer() as server:
+        server.enqueue(sc.prepared_then_stall(kind, _read_call()))
+        client = RecordingClient()
+        async with running_agent(*agent_command(kind, server), client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            prompt = asyncio.ensure_future(conn.prompt(session_id=session.session_id, prompt=[text_block("go")]))
+            await client.wait_for(lambda fs: any(is_preparing(f) for f in fs))
+            await conn.cancel(session_id=session.session_id)
+            reply = await asyncio.wait_for(prompt, 10)
+        assert reply.stop_reason == "cancelled"
+        check_cards(client.frames())
+        assert lifecycle(client.frames()) == {"call_read": ["preparing", "discarded"]}
+
+
+async def test_cancel_mid_permission(tmp_path: Path) -> None:
+    kind = "anthropic"
+    shell = ("call_sh", "run_shell_command", {"command": "echo hi"})
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.calls_turn(kind, [shell])))
+        client = RecordingClient(permission="wait")
+        async with running_agent(*agent_command(kind, server), client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            prompt = asyncio.ensure_future(conn.prompt(session_id=session.session_id, prompt=[text_block("go")]))
+            await asyncio.wait_for(client.permission_asked.wait(), 10)
+            await conn.cancel(session_id=session.session_id)
+            client.permission_release.set()  # the client answers "cancelled", as ACP asks
+            reply = await asyncio.wait_for(prompt, 10)
+        assert reply.stop_reason == "cancelled"
+        check_cards(client.frames())
+        assert lifecycle(client.frames()) == {"call_sh": ["preparing", "in_progress", "failed"]}
+
+
+async def test_permission_rejected_fails_the_call_and_turn_goes_on(tmp_path: Path) -> None:
+    kind = "openai"
+    shell = ("call_sh", "run_shell_command", {"command": "echo hi"})
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.calls_turn(kind, [shell])), sc.ok(sc.text_turn(kind, "OK, I won't.")))
+        client = RecordingClient(permission="reject_once")
+        async with running_agent(*agent_command(kind, server), client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+        assert reply.stop_reason == "end_turn"
+        assert lifecycle(client.frames()) == {"call_sh": ["preparing", "in_progress", "failed"]}
+        assert "not allowed" in str(server.requests[1].body).lower() or "reject" in str(server.requests[1].body).lower()
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+async def test_two_sessions_on_one_connection_stay_apart(kind: str, tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("readme")
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.calls_turn(kind, [_read_call("call_one")]), pace_s=0.003),
+            sc.ok(sc.calls_turn(kind, [_read_call("call_two")]), pace_s=0.003),
+            sc.ok(sc.text_turn(kind)), sc.ok(sc.text_turn(kind)),
+        )
+        client = RecordingClient()
+        async with running_agent(*agent_command(kind, server), client) as (conn, _):
+            one = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            two = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            replies = await asyncio.gather(
+                conn.prompt(session_id=one.session_id, prompt=[text_block("a")]),
+                conn.prompt(session_id=two.session_id, prompt=[text_block("b")]),
+            )
+        assert [r.stop_reason for r in replies] == ["end_turn", "end_turn"]
+        ids_one = set(lifecycle(client.frames(one.session_id)))
+        ids_two = set(lifecycle(client.frames(two.session_id)))
+        assert len(ids_one) == 1 and len(ids_two) == 1 and not ids_one & ids_two
+        for sid in (one.session_id, two.session_id):
+            check_cards(client.frames(sid))
