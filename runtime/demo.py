@@ -44,13 +44,35 @@ class _Timeline:
         self.lock = threading.Lock()
         self.preparing_seen = threading.Event()
         self.frames: list[dict[str, Any]] = []
+        self._text: tuple[str, str, list[str]] | None = None  # label, first time, fragments
 
     def elapsed(self) -> str:
         return f"{time.monotonic() - self.started:7.3f}s"
 
     def show(self, line: str) -> None:
+        """A timeline line; with ``--json`` stdout holds only frames, so it goes to stderr."""
+        with self.lock:
+            self._flush_text()
+            print(line, flush=True, file=sys.stderr if self.json_output else sys.stdout)
+
+    def emit_raw(self, line: str) -> None:
         with self.lock:
             print(line, flush=True)
+
+    def _flush_text(self) -> None:
+        # Streamed text arrives in many small chunks; one line per run reads better.
+        if self._text is not None:
+            label, at, fragments = self._text
+            self._text = None
+            print(f"{at}  {label:<16} {''.join(fragments)!r} ({len(fragments)} chunks)", flush=True)
+
+    def _add_text(self, label: str, text: str) -> None:
+        with self.lock:
+            if self._text is not None and self._text[0] != label:
+                self._flush_text()
+            if self._text is None:
+                self._text = (label, self.elapsed(), [])
+            self._text[2].append(text)
 
     def on_update(self, params: Any) -> None:
         update = params.get("update", {}) if isinstance(params, dict) else {}
@@ -59,13 +81,12 @@ class _Timeline:
         if meta.get("phase") == "preparing" and not meta.get("preparationDiscarded"):
             self.preparing_seen.set()
         if self.json_output:
-            self.show(orjson.dumps({"method": "session/update", "params": params}).decode())
+            self.emit_raw(orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params}).decode())
             return
         kind = update.get("sessionUpdate")
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
             label = "message" if kind == "agent_message_chunk" else "thought"
-            text = update.get("content", {}).get("text", "")
-            self.show(f"{self.elapsed()}  {label:<16} {text!r}")
+            self._add_text(label, update.get("content", {}).get("text", ""))
             return
         if kind == "plan":
             self.show(f"{self.elapsed()}  plan             {len(update.get('entries', []))} entries")
@@ -79,6 +100,8 @@ class _Timeline:
 
 def run_demo(*, json_output: bool = False, replay_file: str | None = None) -> int:
     timeline = _Timeline(json_output)
+    if not json_output:
+        timeline.show("    time  frame            toolCallId                   status       phase      tool")
     with tempfile.TemporaryDirectory(prefix="toolprep-demo-") as workdir:
         project = Path(workdir)
         (project / "README.md").write_text(DEMO_README)

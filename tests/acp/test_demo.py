@@ -1,0 +1,37 @@
+"""``toolprep demo`` is the main job on the embedded default: it must show the lifecycle."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+
+from tests.acp.conftest import REPO
+from tests.support.acp_schema import validate_agent_message
+from tests.support.runtime_harness import check_cards, lifecycle
+
+
+def test_demo_json_shows_preparing_retry_discard_and_cancel() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "demo", "--json"], cwd=REPO, capture_output=True,
+        timeout=120, check=True,
+    )
+    messages = [orjson.loads(line) for line in done.stdout.splitlines()]
+    for message in messages:
+        validate_agent_message(message)
+    frames = [m["params"]["update"] for m in messages]
+    check_cards(frames)
+    cards = lifecycle(frames)
+    assert ["preparing", "in_progress", "completed"] in cards.values()
+    assert sum(labels == ["preparing", "discarded"] for labels in cards.values()) == 2  # retry + cancel
+
+
+def test_demo_timeline_is_readable() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "demo"], cwd=REPO, capture_output=True, text=True,
+        timeout=120, check=True,
+    )
+    out = done.stdout
+    assert "preparing" in out and "discarded" in out and "stopReason=cancelled" in out
+    assert out.count("stopReason=end_turn") == 2
