@@ -34,7 +34,7 @@ from messages.turns import (
     ToolsFinished,
 )
 from runtime.scheduler import Scheduler
-from runtime.tools.base import PermissionOutcome, PermissionRequest, ToolContext, ToolError, ToolOutput
+from runtime.tools.base import ClientFilesystem, PermissionOutcome, PermissionRequest, ToolContext, ToolError, ToolOutput
 from runtime.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ class ToolExecutor(RoleActor):
         *,
         workers: int = 8,
         timeout: float = 120.0,
+        client_fs_for: Callable[[str], ClientFilesystem | None] = lambda _session_id: None,
     ) -> None:
         self.state = state
         if state.pool is None:
@@ -76,6 +77,7 @@ class ToolExecutor(RoleActor):
         self.registry = registry
         self.scheduler = scheduler
         self.timeout = timeout
+        self.client_fs_for = client_fs_for
         super().__init__(directory)
 
     def register_handlers(self) -> None:
@@ -135,7 +137,11 @@ class ToolExecutor(RoleActor):
             ),
         )
         context = ToolContext(
-            session_id=session_id, cwd=cwd, tool_call_id=request.call_id, timeout=self.timeout
+            session_id=session_id,
+            cwd=cwd,
+            tool_call_id=request.call_id,
+            timeout=self.timeout,
+            client_fs=self.client_fs_for(session_id),
         )
         context.request_permission = self._permission_asker(
             session_id, request, title, tool.kind, context.cancelled

@@ -36,6 +36,7 @@ from messages.turns import (
 )
 from runtime.retry import RetryPolicy
 from runtime.scheduler import Scheduler
+from runtime.tools.base import ClientFilesystem
 from runtime.tools.registry import ToolRegistry, default_registry
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class Runtime:
         self.reader_state = ReaderState()
         self.supervisor_state = SupervisorState()
         self._sessions: set[str] = set()
+        self._client_fs: dict[str, ClientFilesystem] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._start_roles()
@@ -102,6 +104,7 @@ class Runtime:
             lambda: ToolExecutor.start(
                 d, self.executor_state, self.registry, self.scheduler,
                 workers=cfg.tool_workers, timeout=cfg.tool_timeout,
+                client_fs_for=self._client_fs.get,
             ),
         )
         d.register(TRACKER, lambda: PreparationTracker.start(d, self.tracker_state, self._kind_of))
@@ -115,12 +118,21 @@ class Runtime:
 
     # --- the host API ------------------------------------------------------------
 
-    def open_session(self, cwd: str | Path, sink: SessionSink, session_id: str | None = None) -> str:
+    def open_session(
+        self,
+        cwd: str | Path,
+        sink: SessionSink,
+        session_id: str | None = None,
+        client_fs: ClientFilesystem | None = None,
+    ) -> str:
+        """Open a session; ``client_fs`` routes file tools through the editor when it offers that."""
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
         with self._lock:
             if self._closed:
                 raise RuntimeError("runtime is shut down")
             self._sessions.add(session_id)
+            if client_fs is not None:
+                self._client_fs[session_id] = client_fs
         self.directory.tell(EMITTER, AttachSink(session_id, sink))
         self.directory.tell(SUPERVISOR, SessionOpened(session_id, str(Path(cwd).resolve())))
         return session_id
@@ -144,6 +156,7 @@ class Runtime:
     def close_session(self, session_id: str) -> None:
         with self._lock:
             self._sessions.discard(session_id)
+            self._client_fs.pop(session_id, None)
         self.directory.tell(SUPERVISOR, SessionClosed(session_id))
         self.directory.tell(EMITTER, DetachSink(session_id))
 

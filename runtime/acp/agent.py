@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from concurrent.futures import Future
 from importlib import metadata
 from typing import Any
@@ -19,7 +20,7 @@ from runtime.acp.errors import INVALID_PARAMS, RpcError
 from runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection
 from runtime.acp.prompt_content import prompt_to_parts
 from runtime.host import Runtime
-from runtime.tools.base import PermissionOutcome
+from runtime.tools.base import PermissionOutcome, ToolError
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,45 @@ class ConnectionSink:
 
         asked.add_done_callback(relay)
         return answer
+
+
+class ConnectionFilesystem:
+    """File tools through the editor's ``fs/read_text_file`` / ``fs/write_text_file``."""
+
+    def __init__(
+        self, connection: JsonRpcConnection, session_id: str, *, can_read: bool, can_write: bool,
+        timeout: float = 30.0,
+    ) -> None:
+        self._connection = connection
+        self._session_id = session_id
+        self.can_read = can_read
+        self.can_write = can_write
+        self._timeout = timeout
+
+    def _call(self, method: str, params: dict[str, Any]) -> Any:
+        try:
+            return self._connection.request(method, {"sessionId": self._session_id, **params}).result(
+                timeout=self._timeout
+            )
+        except RpcError as exc:
+            raise ToolError(f"the editor could not {method.split('/')[-1]}: {exc.message}") from None
+        except Exception as exc:
+            raise ToolError(f"the editor did not answer {method}: {exc!r}") from None
+
+    def read_text_file(self, path: str, line: int | None = None, limit: int | None = None) -> str:
+        params: dict[str, Any] = {"path": path}
+        if line is not None:
+            params["line"] = line
+        if limit is not None:
+            params["limit"] = limit
+        result = self._call("fs/read_text_file", params)
+        content = result.get("content") if isinstance(result, dict) else None
+        if not isinstance(content, str):
+            raise ToolError("the editor answered fs/read_text_file without text content")
+        return content
+
+    def write_text_file(self, path: str, content: str) -> None:
+        self._call("fs/write_text_file", {"path": path, "content": content})
 
 
 def _permission_outcome(result: Any) -> PermissionOutcome:
@@ -132,7 +172,17 @@ class AcpAgent:
         servers = params.get("mcpServers", [])
         if not isinstance(servers, list):
             raise RpcError(INVALID_PARAMS, "Invalid params: 'mcpServers' must be an array")
-        session_id = self.runtime.open_session(cwd, self._sink)
+        session_id = f"sess_{uuid.uuid4().hex}"
+        fs_caps = self.client_capabilities.get("fs")
+        fs_caps = fs_caps if isinstance(fs_caps, dict) else {}
+        client_fs = None
+        if fs_caps.get("readTextFile") is True or fs_caps.get("writeTextFile") is True:
+            client_fs = ConnectionFilesystem(
+                self.connection, session_id,
+                can_read=fs_caps.get("readTextFile") is True,
+                can_write=fs_caps.get("writeTextFile") is True,
+            )
+        self.runtime.open_session(cwd, self._sink, session_id, client_fs=client_fs)
         return {"sessionId": session_id}
 
     def _session(self, params: Any) -> str:

@@ -34,6 +34,22 @@ class PermissionRequest:
     raw_input: Mapping[str, Any]
 
 
+class ClientFilesystem(Protocol):
+    """The editor's file access (ACP ``fs/*``), offered when the client supports it.
+
+    Going through the editor means reads see unsaved buffers and writes land
+    in its undo history. Both calls block the calling worker until the client
+    answers, and raise ``ToolError`` if it fails.
+    """
+
+    can_read: bool
+    can_write: bool
+
+    def read_text_file(self, path: str, line: int | None = None, limit: int | None = None) -> str: ...
+
+    def write_text_file(self, path: str, content: str) -> None: ...
+
+
 @dataclass(slots=True)
 class ToolContext:
     """Per-call environment. ``request_permission`` blocks until the client answers."""
@@ -44,6 +60,7 @@ class ToolContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
     request_permission: Callable[[PermissionRequest], PermissionOutcome] | None = None
     timeout: float | None = None
+    client_fs: ClientFilesystem | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 from runtime.tools.acp_shapes import code_block, diff_content, location, text_content
-from runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
+from runtime.tools.base import ClientFilesystem, ToolContext, ToolError, ToolKind, ToolOutput
 from runtime.tools.builtin import BuiltinTool, int_arg, str_arg
 from runtime.tools.paths import display_path, resolve_path, title_path
 
@@ -134,6 +134,9 @@ class ReadFileTool(BuiltinTool):
         path = resolve_path(raw, ctx.cwd)
         offset: int = args.get("offset") or 1
         limit: int | None = args.get("limit")
+        fs = ctx.client_fs
+        if fs is not None and fs.can_read:
+            return self._read_through_client(fs, raw, path, offset, limit)
         info = _stat_regular(path, raw, self.name)
         cap = self.config.max_read_bytes
         try:
@@ -172,6 +175,30 @@ class ReadFileTool(BuiltinTool):
                 "truncated": bool(note),
                 "bytes": info.st_size,
             },
+        )
+
+    def _read_through_client(
+        self, fs: ClientFilesystem, raw: str, path: Path, offset: int, limit: int | None
+    ) -> ToolOutput:
+        """The editor's view of the file, unsaved changes included."""
+        text = fs.read_text_file(str(path), line=offset if offset > 1 else None, limit=limit)
+        data = text.encode("utf-8")
+        cap = self.config.max_read_bytes
+        note = ""
+        if len(data) > cap:
+            text = _decode(data[:cap], final=False)
+            note = f"Output truncated at {cap} bytes; call read_file with a larger offset to continue."
+        llm_text = text if text else "(the file is empty)"
+        if note:
+            llm_text = f"{text}\n\n[{note}]"
+        content = [text_content(code_block(text))]
+        if note:
+            content.append(text_content(f"_{note}_"))
+        return ToolOutput(
+            llm_output=llm_text,
+            content=tuple(content),
+            raw_output={"path": str(path), "startLine": offset, "truncated": bool(note),
+                        "source": "client"},
         )
 
     def _window(
@@ -239,6 +266,9 @@ class WriteFileTool(BuiltinTool):
         raw: str = args["path"]
         new_text: str = args["content"]
         path = resolve_path(raw, ctx.cwd)
+        fs = ctx.client_fs
+        if fs is not None and fs.can_write:
+            return self._write_through_client(fs, path, new_text, ctx)
         old_text: str | None = None
         if os.path.exists(path):
             _stat_regular(path, raw, self.name)
@@ -273,4 +303,27 @@ class WriteFileTool(BuiltinTool):
             llm_output=summary,
             content=(diff_content(path, old_text, new_text),),
             raw_output={"path": str(path), "created": old_text is None, "bytes": len(encoded)},
+        )
+
+    def _write_through_client(
+        self, fs: ClientFilesystem, path: Path, new_text: str, ctx: ToolContext
+    ) -> ToolOutput:
+        """Let the editor write, so the change shows in its buffers and undo history."""
+        old_text: str | None = None
+        if os.path.exists(path):
+            try:
+                old_text = fs.read_text_file(str(path)) if fs.can_read else path.read_text("utf-8")
+            except (OSError, UnicodeDecodeError):
+                old_text = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)  # editors write files, not directories
+        except OSError as exc:
+            raise ToolError(f"{self.name}: cannot create the folder of {path}: {exc.strerror}") from None
+        fs.write_text_file(str(path), new_text)
+        shown = display_path(path, ctx.cwd)
+        verb = "Created" if old_text is None else "Updated"
+        return ToolOutput(
+            llm_output=f"{verb} {shown} ({len(new_text.encode('utf-8'))} bytes).",
+            content=(diff_content(path, old_text, new_text),),
+            raw_output={"path": str(path), "created": old_text is None, "source": "client"},
         )

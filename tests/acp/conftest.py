@@ -14,7 +14,15 @@ from typing import Any
 
 import orjson
 from acp.connection import StreamDirection, StreamEvent
-from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    FileSystemCapabilities,
+    ReadTextFileResponse,
+    RequestPermissionResponse,
+    WriteTextFileResponse,
+)
 from acp.stdio import spawn_agent_process
 
 from tests.support.acp_schema import validate_agent_message
@@ -44,6 +52,8 @@ class RecordingClient:
     permission_asked: asyncio.Event = field(default_factory=asyncio.Event)
     permission_release: asyncio.Event = field(default_factory=asyncio.Event)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    buffers: dict[str, str] = field(default_factory=dict)  # path -> unsaved editor text
+    written: list[tuple[str, str]] = field(default_factory=list)
 
     def observe(self, event: StreamEvent) -> None:
         if event.direction is StreamDirection.INCOMING:
@@ -64,6 +74,19 @@ class RecordingClient:
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         return None
 
+    async def read_text_file(
+        self, path: str, session_id: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+    ) -> Any:
+        text = self.buffers.get(path)
+        if text is None:
+            text = Path(path).read_text()
+        return ReadTextFileResponse(content=text)
+
+    async def write_text_file(self, content: str, path: str, session_id: str, **kwargs: Any) -> Any:
+        self.written.append((path, content))
+        Path(path).write_text(content)
+        return WriteTextFileResponse()
+
     def frames(self, session_id: str | None = None) -> list[dict[str, Any]]:
         return [p["update"] for p in self.updates if session_id is None or p["sessionId"] == session_id]
 
@@ -78,12 +101,15 @@ class RecordingClient:
 
 @asynccontextmanager
 async def running_agent(
-    command: Sequence[str], env: dict[str, str], client: RecordingClient
+    command: Sequence[str], env: dict[str, str], client: RecordingClient, *, client_fs: bool = False
 ) -> AsyncIterator[tuple[Any, Any]]:
     async with spawn_agent_process(
         client, command[0], *command[1:], env=env, cwd=REPO, observers=[client.observe]
     ) as (conn, process):
-        await conn.initialize(protocol_version=1)
+        capabilities = ClientCapabilities(
+            fs=FileSystemCapabilities(read_text_file=client_fs, write_text_file=client_fs)
+        )
+        await conn.initialize(protocol_version=1, client_capabilities=capabilities)
         yield conn, process
 
 

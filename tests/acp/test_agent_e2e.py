@@ -146,3 +146,30 @@ async def test_two_sessions_on_one_connection_stay_apart(kind: str, tmp_path: Pa
         assert len(ids_one) == 1 and len(ids_two) == 1 and not ids_one & ids_two
         for sid in (one.session_id, two.session_id):
             check_cards(client.frames(sid))
+
+
+async def test_file_tools_go_through_the_editor_when_it_offers_fs(tmp_path: Path) -> None:
+    kind = "anthropic"
+    (tmp_path / "README.md").write_text("saved on disk\n")
+    write = ("call_write", "write_file", {"path": "notes/NOTES.md", "content": "from the model\n"})
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.calls_turn(kind, [_read_call(), write])), sc.ok(sc.text_turn(kind, "Done.")),
+        )
+        client = RecordingClient()
+        client.buffers[str(tmp_path / "README.md")] = "unsaved editor buffer\n"
+        async with running_agent(*agent_command(kind, server), client, client_fs=True) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+        assert reply.stop_reason == "end_turn"
+        check_cards(client.frames())
+        # The read saw the editor's unsaved text, not the file on disk.
+        assert "unsaved editor buffer" in str(server.requests[1].body)
+        assert "saved on disk" not in str(server.requests[1].body)
+        assert client.written == [(str(tmp_path / "notes" / "NOTES.md"), "from the model\n")]
+        assert lifecycle(client.frames()) == {
+            "call_read": ["preparing", "in_progress", "completed"],
+            "call_write": ["preparing", "in_progress", "completed"],
+        }
+        methods = [m.get("method") for m in client.raw]
+        assert "fs/read_text_file" in methods and "fs/write_text_file" in methods

@@ -17,7 +17,8 @@ SCHEMA_PATH = SHARED / "acp-schema" / "v1" / "schema.json"
 
 @functools.cache
 def _schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_PATH.read_text())  # type: ignore[no-any-return]
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
+    return schema
 
 
 @functools.cache
@@ -46,6 +47,10 @@ def validate_agent_message(message: dict[str, Any]) -> None:
         validate("SessionNotification", message["params"])
     elif method == "session/request_permission":
         validate("RequestPermissionRequest", message["params"])
+    elif method == "fs/read_text_file":
+        validate("ReadTextFileRequest", message["params"])
+    elif method == "fs/write_text_file":
+        validate("WriteTextFileRequest", message["params"])
     elif method is not None:
         raise AssertionError(f"agent sent unexpected method {method!r}")
     elif "error" in message:
