@@ -68,8 +68,8 @@ class ScriptedResponse:
 
     ``events`` is either a list of raw event byte strings (sent one chunk each)
     or an SSE transcript (split into events with ``split_sse_events``).
-    A non-200 ``status`` sends ``body`` (bytes, str, or a JSON-able object)
-    with a Content-Length instead of a stream.
+    A non-200 ``status``, or any ``body``, sends ``body`` (bytes, str, or a
+    JSON-able object) with a Content-Length instead of a stream.
     """
 
     events: Sequence[bytes] | str = ()

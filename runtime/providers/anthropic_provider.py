@@ -1,0 +1,163 @@
+"""Anthropic Messages provider: official SDK for transport, our adapter for the stream.
+
+``build_messages_params`` turns provider-neutral history into the Messages
+API shape: user/model turns become user/assistant messages (consecutive
+turns of one role merged, since the API wants them alternating), thoughts
+with a signature are echoed back as ``thinking`` (or ``redacted_thinking``)
+blocks, calls as ``tool_use`` and tool results as ``tool_result`` blocks
+(first in their user message, as the API requires). Thoughts without a
+signature cannot be sent back and are dropped. A ``tool_use`` left without
+a result (a turn cancelled mid-tools) gets an error result, because the
+API rejects such a history outright and the session would be stuck.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+import httpx2
+
+from messages.content import (
+    Content,
+    FunctionCallPart,
+    FunctionResponsePart,
+    GenerateContentResponse,
+    TextPart,
+    ThoughtPart,
+)
+from runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX, AnthropicStreamAdapter
+from runtime.providers.base import ModelRequest, StreamError
+from runtime.providers.history import MISSING_RESULT, tool_result_text
+from runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
+
+__all__ = ["AnthropicProvider", "build_messages_params"]
+
+
+def _blocks(content: Content) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for part in content.parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ThoughtPart):
+            if content.role != "model" or not part.signature:
+                continue
+            if part.signature.startswith(REDACTED_THINKING_PREFIX):
+                data = part.signature[len(REDACTED_THINKING_PREFIX) :]
+                blocks.append({"type": "redacted_thinking", "data": data})
+            else:
+                blocks.append(
+                    {"type": "thinking", "thinking": part.text, "signature": part.signature}
+                )
+        elif isinstance(part, FunctionCallPart):
+            call = part.function_call
+            blocks.append(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": call.args}
+            )
+        elif isinstance(part, FunctionResponsePart):
+            result = part.function_response
+            results.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": result.id,
+                    "content": tool_result_text(result),
+                    "is_error": result.is_error,
+                }
+            )
+    return results + blocks
+
+
+def _messages(history: tuple[Content, ...]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for content in history:
+        blocks = _blocks(content)
+        if not blocks:
+            continue
+        role = "assistant" if content.role == "model" else "user"
+        if messages and messages[-1]["role"] == role:
+            previous: list[dict[str, Any]] = messages[-1]["content"]
+            if role == "user":
+                # tool_result blocks must lead the user message
+                merged = [b for b in previous + blocks if b["type"] == "tool_result"]
+                merged += [b for b in previous + blocks if b["type"] != "tool_result"]
+                messages[-1]["content"] = merged
+            else:
+                previous.extend(blocks)
+            continue
+        messages.append({"role": role, "content": blocks})
+    return _answer_orphan_calls(messages)
+
+
+def _answer_orphan_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i, message in enumerate(messages):
+        out.append(message)
+        if message["role"] != "assistant":
+            continue
+        call_ids = [b["id"] for b in message["content"] if b["type"] == "tool_use"]
+        if not call_ids:
+            continue
+        following = messages[i + 1] if i + 1 < len(messages) else None
+        if following is not None and following["role"] != "user":
+            following = None
+        answered = set()
+        if following is not None:
+            answered = {
+                b["tool_use_id"] for b in following["content"] if b["type"] == "tool_result"
+            }
+        missing = [
+            {"type": "tool_result", "tool_use_id": cid, "content": MISSING_RESULT, "is_error": True}
+            for cid in call_ids
+            if cid not in answered
+        ]
+        if not missing:
+            continue
+        if following is not None:
+            following["content"] = missing + following["content"]
+        else:
+            out.append({"role": "user", "content": missing})
+    return out
+
+
+def build_messages_params(request: ModelRequest) -> dict[str, Any]:
+    """Keyword arguments for ``client.messages.create`` (without ``stream``)."""
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": _messages(request.history),
+    }
+    if request.system:
+        params["system"] = request.system
+    if request.tools:
+        params["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in request.tools
+        ]
+    return params
+
+
+class AnthropicProvider:
+    """``Provider`` over ``anthropic.AsyncAnthropic``; one adapter per stream."""
+
+    def __init__(self, client: anthropic.AsyncAnthropic, *, name: str = "anthropic") -> None:
+        self.client = client
+        self.name = name
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
+        params = build_messages_params(request)
+        adapter = AnthropicStreamAdapter()
+        try:
+            async with self.client.messages.with_streaming_response.create(
+                **params, stream=True
+            ) as response:
+                async for chunk in pump_sse(response.http_response, adapter):
+                    yield chunk
+        except StreamError:
+            raise
+        except anthropic.APIStatusError as exc:
+            raise sdk_status_error(exc) from exc
+        except (anthropic.APIConnectionError, httpx2.TransportError, httpx2.DecodingError) as exc:
+            raise transport_error(exc) from exc

@@ -1,0 +1,129 @@
+"""One vocabulary of ``StreamError`` kinds for every provider failure.
+
+The supervisor only looks at ``retryable`` and ``retry_after``; ``kind`` is
+there so logs, tests and users can tell failures apart without parsing
+messages. Kinds used by the provider layer:
+
+- ``malformed``  a data line that is not JSON, or tool arguments that are
+  not a JSON object (the attempt's output cannot be trusted);
+- ``protocol``   events out of order (e.g. a second ``message_start``);
+- ``truncated``  the stream ended without its terminal marker;
+- ``transport``  connection refused / cut mid-stream / read timeout;
+- provider-reported errors by cause: ``overloaded``, ``rate_limit``,
+  ``server``, ``timeout``, ``invalid_request``, ``auth``, ``permission``,
+  ``not_found``, ``request_too_large``, ``billing``, ``http`` (any other
+  status), ``provider`` (an in-band error of unknown type).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+
+from runtime.providers.base import StreamError
+
+__all__ = [
+    "anthropic_error_kind",
+    "malformed",
+    "parse_retry_after",
+    "status_error",
+    "status_kind",
+    "status_retryable",
+]
+
+_STATUS_KINDS = {
+    400: "invalid_request",
+    401: "auth",
+    402: "billing",
+    403: "permission",
+    404: "not_found",
+    408: "timeout",
+    413: "request_too_large",
+    429: "rate_limit",
+    504: "timeout",
+    529: "overloaded",
+}
+
+# Anthropic's documented error ``type`` strings and whether a new attempt may succeed.
+_ANTHROPIC_TYPES: dict[str, tuple[str, bool]] = {
+    "overloaded_error": ("overloaded", True),
+    "rate_limit_error": ("rate_limit", True),
+    "api_error": ("server", True),
+    "timeout_error": ("timeout", True),
+    "invalid_request_error": ("invalid_request", False),
+    "authentication_error": ("auth", False),
+    "permission_error": ("permission", False),
+    "not_found_error": ("not_found", False),
+    "request_too_large": ("request_too_large", False),
+    "billing_error": ("billing", False),
+}
+
+
+def malformed(message: str) -> StreamError:
+    """A broken attempt: retrying may well produce a clean stream."""
+    return StreamError(message, retryable=True, kind="malformed")
+
+
+def status_kind(status: int) -> str:
+    kind = _STATUS_KINDS.get(status)
+    if kind is not None:
+        return kind
+    return "server" if status >= 500 else "http"
+
+
+def status_retryable(status: int) -> bool:
+    """The SDKs' own rule: timeouts, lock conflicts, rate limits and 5xx are worth retrying."""
+    return status in (408, 409, 429) or status >= 500
+
+
+def anthropic_error_kind(error_type: str) -> tuple[str, bool]:
+    """``(kind, retryable)`` for an Anthropic error ``type`` (in-band or in an error body)."""
+    return _ANTHROPIC_TYPES.get(error_type, ("provider", False))
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait, from ``retry-after-ms``, ``retry-after`` seconds or an HTTP date."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def status_error(
+    status: int, message: str, headers: Mapping[str, str], *, error_type: str | None = None
+) -> StreamError:
+    """Map a non-2xx answer. ``x-should-retry`` from the server overrides the status rule."""
+    kind = status_kind(status)
+    retryable = status_retryable(status)
+    if error_type:
+        typed_kind, _ = anthropic_error_kind(error_type)
+        if typed_kind != "provider":
+            kind = typed_kind
+    hint = headers.get("x-should-retry")
+    if hint == "true":
+        retryable = True
+    elif hint == "false":
+        retryable = False
+    return StreamError(
+        message,
+        retryable=retryable,
+        kind=kind,
+        status=status,
+        retry_after=parse_retry_after(headers),
+    )

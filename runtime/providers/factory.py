@@ -1,0 +1,70 @@
+"""Building a real provider from a name and a few connection settings.
+
+The SDK clients keep their own connection pool, so one provider (one
+client) is built per process and shared by every session and stream.
+``max_retries`` is the SDK's retry budget for failures *before* the stream
+starts (connect errors, 429/5xx answers); failures mid-stream are the
+supervisor's to retry, with its own policy.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+import anthropic
+import httpx2
+import openai
+
+from runtime.providers.anthropic_provider import AnthropicProvider
+from runtime.providers.base import Provider
+from runtime.providers.openai_provider import OpenAIProvider
+
+__all__ = ["DEFAULT_TIMEOUT", "build_provider"]
+
+DEFAULT_TIMEOUT = httpx2.Timeout(600.0, connect=10.0, read=300.0)
+"""Long enough for slow reasoning streams; ``read`` bounds silence between bytes."""
+
+
+def build_provider(
+    name: Literal["anthropic", "openai"] | str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    max_retries: int = 2,
+    timeout: float | httpx2.Timeout = DEFAULT_TIMEOUT,
+    http_client: httpx2.AsyncClient | None = None,
+) -> Provider:
+    """An ``AnthropicProvider`` or ``OpenAIProvider`` on a fresh async SDK client.
+
+    Keys default to the SDKs' environment variables. An OpenAI-compatible
+    server given by ``base_url`` may need no key at all, so one is only
+    required for the default OpenAI endpoint.
+    """
+    if name == "anthropic":
+        anthropic_client = anthropic.AsyncAnthropic(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            http_client=http_client,
+        )
+        return AnthropicProvider(anthropic_client)
+    if name == "openai":
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            if base_url is None:
+                raise ValueError(
+                    "the openai provider needs OPENAI_API_KEY (or --base-url for a "
+                    "compatible server that takes no key)"
+                )
+            key = "unused"
+        openai_client = openai.AsyncOpenAI(
+            api_key=key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            http_client=http_client,
+        )
+        return OpenAIProvider(openai_client)
+    raise ValueError(f"unknown provider {name!r}: use anthropic or openai")

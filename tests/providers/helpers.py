@@ -1,0 +1,99 @@
+"""Shared helpers for the provider tests: chunk summaries and running a real provider."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+
+from messages.content import (
+    FunctionCallPart,
+    GenerateContentResponse,
+    TextPart,
+    ThoughtPart,
+)
+from messages.preparation import get_preparations
+from runtime.providers.anthropic_provider import AnthropicProvider
+from runtime.providers.base import ModelRequest, Provider, StreamError
+from runtime.providers.openai_provider import OpenAIProvider
+from runtime.providers.sse import decode_sse
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "providers"
+
+
+def summarize(chunk: GenerateContentResponse) -> tuple[str, ...]:
+    """One chunk as short strings: preparations first, then parts, finish reason, usage."""
+    items = [f"prep {p.call_id} {p.tool_name}" for p in get_preparations(chunk)]
+    for part in chunk.parts:
+        if isinstance(part, TextPart):
+            items.append(f"text {part.text}")
+        elif isinstance(part, ThoughtPart):
+            items.append(
+                f"thought {part.text}" + (f" sig={part.signature}" if part.signature else "")
+            )
+        elif isinstance(part, FunctionCallPart):
+            fc = part.function_call
+            items.append(f"call {fc.id} {fc.name} {json.dumps(fc.args, sort_keys=True)}")
+    if chunk.finish_reason is not None:
+        items.append(f"finish {chunk.finish_reason.value}")
+    if chunk.usage is not None:
+        items.append(f"usage {chunk.usage.input_tokens}/{chunk.usage.output_tokens}")
+    return tuple(items)
+
+
+def summarize_all(chunks: Iterable[GenerateContentResponse]) -> list[tuple[str, ...]]:
+    return [summarize(c) for c in chunks]
+
+
+def flat(chunks: Iterable[GenerateContentResponse]) -> list[str]:
+    """All summary items in order, chunk boundaries dropped."""
+    return [item for c in chunks for item in summarize(c)]
+
+
+def run_adapter(adapter: Any, sse: str | bytes) -> list[GenerateContentResponse]:
+    """Feed a whole transcript through an adapter, including ``end()``."""
+    out: list[GenerateContentResponse] = []
+    for event, data in decode_sse(sse):
+        out.extend(adapter.feed(event, data))
+    out.extend(adapter.end())
+    return out
+
+
+def anthropic_provider(base_url: str, *, max_retries: int = 0) -> AnthropicProvider:
+    return AnthropicProvider(
+        anthropic.AsyncAnthropic(base_url=base_url, api_key="test-key", max_retries=max_retries)
+    )
+
+
+def openai_provider(base_url: str, *, max_retries: int = 0) -> OpenAIProvider:
+    return OpenAIProvider(
+        openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="test-key", max_retries=max_retries)
+    )
+
+
+def collect(
+    provider: Provider, request: ModelRequest
+) -> tuple[list[GenerateContentResponse], StreamError | None]:
+    """Run one stream to its end; returns the chunks and the StreamError that ended it, if any."""
+
+    async def go() -> tuple[list[GenerateContentResponse], StreamError | None]:
+        chunks: list[GenerateContentResponse] = []
+        try:
+            async for chunk in provider.stream(request):
+                chunks.append(chunk)
+        except StreamError as exc:
+            return chunks, exc
+        return chunks, None
+
+    return asyncio.run(go())
+
+
+def text_of(chunks: Iterable[GenerateContentResponse]) -> str:
+    """The visible answer text of a stream."""
+    return "".join(p.text for c in chunks for p in c.parts if isinstance(p, TextPart))

@@ -1,0 +1,56 @@
+"""The loopback server other suites build on: incremental delivery, stalls, bookkeeping."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx2
+
+from tests.support.fake_provider import FakeProviderServer, ScriptedResponse, split_sse_events
+
+
+def test_split_keeps_bytes_and_an_unterminated_last_event() -> None:
+    raw = b"event: a\r\ndata: 1\r\n\r\ndata: 2\n\ndata: 3"
+    assert split_sse_events(raw) == [b"event: a\r\ndata: 1\r\n\r\n", b"data: 2\n\n", b"data: 3"]
+
+
+def test_events_arrive_one_by_one_while_the_server_paces_them() -> None:
+    with FakeProviderServer() as server:
+        server.enqueue(
+            ScriptedResponse([b"data: 1\n\n", b"data: 2\n\n", b"data: 3\n\n"], pace_s=0.15)
+        )
+        arrivals: list[float] = []
+        start = time.monotonic()
+        with httpx2.stream("POST", server.base_url + "/anything", json={"k": 1}) as response:
+            for _ in response.iter_bytes():
+                arrivals.append(time.monotonic() - start)
+        (request,) = server.requests
+    assert request.path == "/anything" and request.body == {"k": 1}
+    assert len(arrivals) == 3
+    assert arrivals[0] < 0.12 <= arrivals[-1]
+
+
+def test_stop_releases_a_stalled_stream() -> None:
+    server = FakeProviderServer().start()
+    server.enqueue(ScriptedResponse([b"data: 1\n\n"], stall_after=1))
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            with httpx2.stream("POST", server.base_url, json={}, timeout=10) as response:
+                for _ in response.iter_bytes():
+                    pass
+        except httpx2.HTTPError:
+            pass
+        done.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(0.2)
+    assert not done.is_set()
+    started = time.monotonic()
+    server.stop()
+    assert done.wait(5)
+    assert time.monotonic() - started < 2
+    assert server.pending == 0
