@@ -15,10 +15,13 @@ in one run so machine noise hits all of them alike (best of several rounds):
                     SDK's ``_strict_response_validation`` path).
 
 The corpus is every recorded transcript in ``shared/fixtures/providers``
-(when present) plus a synthetic tool-heavy turn per provider in the shape of
-real streams: a short thinking/text preamble, then two ``write_file`` calls
-whose arguments arrive in fragments of the sizes the recorded streams use.
-Results are also split by event class (argument fragment / text / other).
+(when present; streams that fail mid-way are left out) plus a synthetic
+tool-heavy turn per provider in the shape of real streams: a short
+thinking/text preamble, then two ``write_file`` calls whose arguments arrive
+in fragments of the sizes the recorded streams use. Results are reported for
+the whole corpus, per part (the recorded streams are short, so per-stream
+and per-call work weighs more there) and per event class (argument
+fragment / text or thinking delta / other).
 
 Run: ``python -m benchmarks.ingest [--rounds N] [--out PATH]``; writes JSON to
 ``benchmarks/reports/ingest.json`` by default and prints a summary.
@@ -271,10 +274,11 @@ def _fixture_streams(prefix: str) -> list[Stream]:
     return streams
 
 
-def corpus(provider: str, seed: int = 7) -> list[Stream]:
+def corpus(provider: str, seed: int = 7) -> dict[str, list[Stream]]:
+    """``recorded`` (the fixture transcripts) and ``tool_heavy`` (one long synthetic turn)."""
     rng = random.Random(seed)
     synthetic = _anthropic_turn(rng) if provider == "anthropic" else _openai_turn(rng)
-    return [*_fixture_streams(provider), synthetic]
+    return {"recorded": _fixture_streams(provider), "tool_heavy": [synthetic]}
 
 
 def event_class(provider: str, data: bytes) -> str:
@@ -484,7 +488,20 @@ def main(argv: list[str] | None = None) -> int:
         "target": f"adapter within {TARGET_RATIO}x of orjson.loads per event",
     }
     for provider in ("anthropic", "openai"):
-        report[provider] = measure(provider, corpus(provider), args.rounds, args.reps)
+        parts = corpus(provider)
+        result = measure(
+            provider, [s for streams in parts.values() for s in streams], args.rounds, args.reps
+        )
+        result["by_corpus"] = {}
+        for name, streams in parts.items():
+            if streams:
+                sub = measure(provider, streams, args.rounds, args.reps)
+                result["by_corpus"][name] = {
+                    "events": sub["events"],
+                    "ns_per_event": sub["ns_per_event"],
+                    "adapter_vs_orjson": sub["adapter_vs_orjson"],
+                }
+        report[provider] = result
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     for provider in ("anthropic", "openai"):
@@ -496,6 +513,11 @@ def main(argv: list[str] | None = None) -> int:
             f"  ({r['sdk_construct_vs_adapter']:.1f}x adapter)  sdk validate {ns['sdk_validate']:7.0f} ns"
             f"  ({r['sdk_validate_vs_adapter']:.1f}x adapter)"
         )
+        for name, c in r["by_corpus"].items():
+            print(
+                f"          corpus {name:<11} {c['events']:>4} events  orjson {c['ns_per_event']['orjson']:7.0f} ns"
+                f"  adapter {c['ns_per_event']['adapter']:7.0f} ns  ({c['adapter_vs_orjson']:.2f}x)"
+            )
         for name, c in r["by_event_class"].items():
             print(
                 f"          {name:<18} {c['events']:>4} events  orjson {c['orjson_ns']:7.0f} ns"
