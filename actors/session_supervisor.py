@@ -275,6 +275,8 @@ class SessionSupervisor(RoleActor):
             self._finish(session, "cancelled")
         elif action == "refusal":
             self._finish(session, "refusal")
+        elif action == "max_tokens":
+            self._finish(session, "max_tokens")
         elif action == "crash":
             error = StreamError("a runtime role crashed", retryable=True, kind="crash")
             session.phase = "streaming"  # the crash decision runs like a failed stream
@@ -294,6 +296,11 @@ class SessionSupervisor(RoleActor):
         turn = session.turn
         if msg.usage is not None:
             turn.usage = msg.usage
+        if msg.finish_reason is FinishReason.MAX_TOKENS and msg.calls:
+            # Output was cut at the token limit: even a repaired call is a half-made one,
+            # so it never runs; its card is discarded and the turn stops at max_tokens.
+            self._end_attempt(session, "completed", ("max_tokens", 0.0))
+            return
         if msg.finish_reason is FinishReason.REFUSAL:
             # The refused prompt and all that followed leave history (ACP "refusal").
             del session.history[turn.history_mark :]

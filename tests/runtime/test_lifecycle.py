@@ -316,3 +316,31 @@ def test_two_sessions_never_mix_frames(kind: str, tmp_path: Path) -> None:
             check_cards(sink.frames())
         ids1, ids2 = set(lifecycle(sink1.frames())), set(lifecycle(sink2.frames()))
         assert len(ids1) == 1 and len(ids2) == 1 and ids1 != ids2
+
+
+def test_calls_cut_by_the_token_limit_never_run(tmp_path: Path) -> None:
+    kind = "openai"
+    opened = sc.until_opened(kind, PARIS, extra_fragments=2)
+    length_finish = [e for e in sc.events(sc.text_turn(kind, finish_reason="length")) if b'"length"' in e or b"[DONE]" in e]
+    with harness(kind, tmp_path) as h:
+        h.server.enqueue(sc.ScriptedResponse(events=[*opened, *length_finish]))
+        sid, sink = h.session()
+        result = h.turn(sid, sink)
+        check_cards(sink.frames())
+        assert result.stop_reason == "max_tokens"
+        assert lifecycle(sink.frames()) == {"call_paris": ["preparing", "discarded"]}
+        assert h.tool.executed == [] and len(h.server.requests) == 1
+
+
+@pytest.mark.parametrize("kind", PROVIDERS)
+def test_refusal_discards_calls_and_stops(kind: str, tmp_path: Path) -> None:
+    reason = {"stop_reason": "refusal"} if kind == "anthropic" else {"finish_reason": "content_filter"}
+    refused = (sc.anthropic_sse if kind == "anthropic" else sc.openai_sse)(tool_calls=[PARIS], **reason)
+    with harness(kind, tmp_path) as h:
+        h.server.enqueue(sc.ok(refused))
+        sid, sink = h.session()
+        result = h.turn(sid, sink)
+        check_cards(sink.frames())
+        assert result.stop_reason == "refusal"
+        assert lifecycle(sink.frames()) == {"call_paris": ["preparing", "discarded"]}
+        assert h.tool.executed == []
