@@ -88,6 +88,19 @@ def _skip_lines(handle: BinaryIO, count: int) -> int:
     return seen
 
 
+def _text_output(
+    text: str, note: str, *, empty: bool, raw_output: dict[str, Any]
+) -> ToolOutput:
+    """File text for the model and the card, with the truncation note in both."""
+    llm_text = text if text or not empty else "(the file is empty)"
+    if note:
+        llm_text = f"{text}\n\n[{note}]"
+    content = [text_content(code_block(text))]
+    if note:
+        content.append(text_content(f"_{note}_"))
+    return ToolOutput(llm_output=llm_text, content=tuple(content), raw_output=raw_output)
+
+
 class ReadFileTool(BuiltinTool):
     """Read a text file inside the session directory, optionally a line range."""
 
@@ -159,15 +172,10 @@ class ReadFileTool(BuiltinTool):
                 f"(it has fewer than {offset} lines)"
             )
         text, end_line, note = self._window(data, offset, limit, cap)
-        llm_text = text if text or offset > 1 else "(the file is empty)"
-        if note:
-            llm_text = f"{text}\n\n[{note}]"
-        content = [text_content(code_block(text))]
-        if note:
-            content.append(text_content(f"_{note}_"))
-        return ToolOutput(
-            llm_output=llm_text,
-            content=tuple(content),
+        return _text_output(
+            text,
+            note,
+            empty=offset == 1,
             raw_output={
                 "path": str(path),
                 "startLine": offset,
@@ -188,15 +196,10 @@ class ReadFileTool(BuiltinTool):
         if len(data) > cap:
             text = _decode(data[:cap], final=False)
             note = f"Output truncated at {cap} bytes; call read_file with a larger offset to continue."
-        llm_text = text if text else "(the file is empty)"
-        if note:
-            llm_text = f"{text}\n\n[{note}]"
-        content = [text_content(code_block(text))]
-        if note:
-            content.append(text_content(f"_{note}_"))
-        return ToolOutput(
-            llm_output=llm_text,
-            content=tuple(content),
+        return _text_output(
+            text,
+            note,
+            empty=True,
             raw_output={"path": str(path), "startLine": offset, "truncated": bool(note),
                         "source": "client"},
         )
