@@ -38,6 +38,7 @@ from messages.turns import (
     CancelTools,
     CloseStream,
     DeliverTurnResult,
+    DetachSink,
     EndAttempt,
     EndReason,
     ExecuteCalls,
@@ -155,6 +156,8 @@ class SessionSupervisor(RoleActor):
         self.state.sessions.pop(session.session_id, None)
         for role in (TRACKER, EXECUTOR):
             self.directory.tell(role, SessionClosed(session.session_id))
+        # After any DeliverTurnResult already sent, so the closing turn's discards still go out.
+        self.directory.tell(EMITTER, DetachSink(session.session_id))
 
     # --- the turn loop -------------------------------------------------------------
 

@@ -28,7 +28,6 @@ from messages.turns import (
     AttachSink,
     Cancel,
     CrashRole,
-    DetachSink,
     SessionClosed,
     SessionOpened,
     StartTurn,
@@ -157,8 +156,8 @@ class Runtime:
         with self._lock:
             self._sessions.discard(session_id)
             self._client_fs.pop(session_id, None)
+        # The supervisor detaches the sink once the session's last frames are out.
         self.directory.tell(SUPERVISOR, SessionClosed(session_id))
-        self.directory.tell(EMITTER, DetachSink(session_id))
 
     def crash_role(self, role: str, session_id: str | None = None) -> None:
         """Make a role raise inside a handler, exactly as a bug would (fault drills)."""

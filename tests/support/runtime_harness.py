@@ -217,10 +217,12 @@ def harness(
     tool_timeout: float = 10.0,
     registry: ToolRegistry | None = None,
     retry: RetryPolicy | None = None,
+    provider_timeout: float | None = None,
 ) -> Iterator[Harness]:
     with FakeProviderServer() as server:
         provider = build_provider(
-            kind, base_url=provider_base_url(kind, server), api_key="test-key", max_retries=0
+            kind, base_url=provider_base_url(kind, server), api_key="test-key", max_retries=0,
+            **({"timeout": provider_timeout} if provider_timeout is not None else {}),
         )
         tool = RecordingTool()
         reg = registry or default_registry()
