@@ -33,7 +33,7 @@ from messages.turns import (
     ToolFinished,
     ToolsFinished,
 )
-from runtime.scheduler import Scheduler
+from runtime.scheduler import Scheduler, TimerHandle
 from runtime.tools.base import ClientFilesystem, PermissionOutcome, PermissionRequest, ToolContext, ToolError, ToolOutput
 from runtime.tools.registry import ToolRegistry
 
@@ -48,6 +48,7 @@ class Batch:
     index: int = 0
     results: list[ToolCallResult] = field(default_factory=list)
     context: ToolContext | None = None
+    timer: TimerHandle | None = None
 
 
 @dataclass(slots=True)
@@ -159,7 +160,7 @@ class ToolExecutor(RoleActor):
                 self.directory.tell(EXECUTOR, ToolFinished(session_id, attempt, call_id, f))
 
         future.add_done_callback(done)
-        self.scheduler.call_later(
+        batch.timer = self.scheduler.call_later(
             self.timeout,
             lambda: self.directory.tell(
                 EXECUTOR, ToolFinished(session_id, attempt, call_id, None, timed_out=True)
@@ -259,6 +260,9 @@ class ToolExecutor(RoleActor):
             batch.results.append(ToolCallResult(request.call_id, name, False, text))
         batch.index += 1
         batch.context = None
+        if batch.timer is not None:
+            batch.timer.cancel()
+            batch.timer = None
         self._start_next(session_id)
 
     def on_cancel(self, msg: CancelTools) -> None:
@@ -268,6 +272,8 @@ class ToolExecutor(RoleActor):
         if batch is None or batch.attempt > msg.attempt:
             return
         del self.state.batches[msg.session_id]
+        if batch.timer is not None:
+            batch.timer.cancel()
         if batch.context is not None:
             batch.context.cancelled.set()
         updates: list[dict[str, Any]] = []

@@ -2,7 +2,10 @@
 
 Backoff waits and tool timeouts are scheduled here instead of on a
 ``threading.Timer`` each, so the thread count stays constant however many
-sessions are retrying at once.
+sessions are retrying at once. Most tool timeouts never fire (the tool
+finishes first), so cancelling one drops its action at once and the heap is
+compacted when cancelled entries dominate: a long-running daemon must not
+accumulate closures for timers that will never run.
 """
 
 from __future__ import annotations
@@ -17,20 +20,48 @@ from collections.abc import Callable
 logger = logging.getLogger(__name__)
 
 
+class TimerHandle:
+    __slots__ = ("_scheduler", "_key")
+
+    def __init__(self, scheduler: Scheduler, key: int) -> None:
+        self._scheduler = scheduler
+        self._key = key
+
+    def cancel(self) -> None:
+        self._scheduler._cancel(self._key)
+
+
 class Scheduler:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._heap: list[tuple[float, int]] = []
+        self._actions: dict[int, Callable[[], None]] = {}
         self._counter = itertools.count()
         self._cond = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="toolprep-scheduler", daemon=True)
         self._thread.start()
 
-    def call_later(self, delay: float, action: Callable[[], None]) -> None:
+    def call_later(self, delay: float, action: Callable[[], None]) -> TimerHandle:
+        key = next(self._counter)
         with self._cond:
-            heapq.heappush(self._heap, (self._clock() + max(0.0, delay), next(self._counter), action))
+            self._actions[key] = action
+            heapq.heappush(self._heap, (self._clock() + max(0.0, delay), key))
             self._cond.notify()
+        return TimerHandle(self, key)
+
+    def _cancel(self, key: int) -> None:
+        with self._cond:
+            if self._actions.pop(key, None) is None:
+                return
+            if len(self._heap) > 64 and len(self._actions) * 2 < len(self._heap):
+                self._heap = [entry for entry in self._heap if entry[1] in self._actions]
+                heapq.heapify(self._heap)
+
+    @property
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._actions)
 
     def _run(self) -> None:
         while True:
@@ -40,7 +71,10 @@ class Scheduler:
                     self._cond.wait(timeout=min(timeout, 0.5) if timeout is not None else 0.5)
                 if self._stopped:
                     return
-                _, _, action = heapq.heappop(self._heap)
+                _, key = heapq.heappop(self._heap)
+                action = self._actions.pop(key, None)
+            if action is None:
+                continue
             try:
                 action()
             except Exception:
@@ -50,5 +84,6 @@ class Scheduler:
         with self._cond:
             self._stopped = True
             self._heap.clear()
+            self._actions.clear()
             self._cond.notify()
         self._thread.join(timeout=2)

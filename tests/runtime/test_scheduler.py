@@ -1,0 +1,33 @@
+"""The shared timer thread: actions run in time order, cancelled ones never run or linger."""
+
+from __future__ import annotations
+
+import threading
+
+from runtime.scheduler import Scheduler
+
+
+def test_actions_run_in_due_order() -> None:
+    scheduler = Scheduler()
+    ran: list[str] = []
+    done = threading.Event()
+    scheduler.call_later(0.06, lambda: (ran.append("late"), done.set()))
+    scheduler.call_later(0.01, lambda: ran.append("early"))
+    assert done.wait(2)
+    assert ran == ["early", "late"]
+    scheduler.stop()
+
+
+def test_cancelled_timers_never_run_and_release_their_actions() -> None:
+    scheduler = Scheduler()
+    fired: list[int] = []
+    handles = [scheduler.call_later(60, lambda n=n: fired.append(n)) for n in range(10_000)]
+    for handle in handles:
+        handle.cancel()
+    assert scheduler.pending == 0
+    assert len(scheduler._heap) <= 64  # compacted: no closure kept for a timer that won't run
+    done = threading.Event()
+    scheduler.call_later(0.01, done.set)
+    assert done.wait(2)
+    assert fired == []
+    scheduler.stop()
