@@ -24,6 +24,7 @@ Two providers feed it:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 import time
@@ -202,6 +203,7 @@ class DirectRuntime:
         self.emitter_state = EmitterState()
         self.executor_state = ExecutorState(pool=_SyncPool())  # type: ignore[arg-type]
         self._sessions: set[str] = set()
+        self._client_fs: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._build_roles()
@@ -219,10 +221,13 @@ class DirectRuntime:
             max_requests_per_turn=cfg.max_requests_per_turn,
             retry=cfg.retry,
         )
+        executor_options: dict[str, Any] = {"workers": cfg.tool_workers, "timeout": cfg.tool_timeout}
+        if "client_fs_for" in inspect.signature(ToolExecutor.__init__).parameters:
+            executor_options["client_fs_for"] = self._client_fs.get
         roles: dict[str, Any] = {
             EMITTER: AcpEmitter(d, self.emitter_state),
             EXECUTOR: ToolExecutor(d, self.executor_state, self.registry, self.scheduler,
-                                   workers=cfg.tool_workers, timeout=cfg.tool_timeout),
+                                   **executor_options),
             TRACKER: PreparationTracker(d, self.tracker_state, self._kind_of),
             SUPERVISOR: SessionSupervisor(d, self.supervisor_state, self.routes,
                                           self.registry.declarations(), self.scheduler, turn_config),
@@ -234,10 +239,13 @@ class DirectRuntime:
 
     # --- the host API ---------------------------------------------------------------
 
-    def open_session(self, cwd: str | Path, sink: SessionSink, session_id: str | None = None) -> str:
+    def open_session(self, cwd: str | Path, sink: SessionSink, session_id: str | None = None,
+                     client_fs: Any = None) -> str:
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
         with self._lock:
             self._sessions.add(session_id)
+            if client_fs is not None:
+                self._client_fs[session_id] = client_fs
         self.directory.tell(EMITTER, AttachSink(session_id, sink))
         self.directory.tell(SUPERVISOR, SessionOpened(session_id, str(Path(cwd).resolve())))
         return session_id
@@ -257,6 +265,7 @@ class DirectRuntime:
     def close_session(self, session_id: str) -> None:
         with self._lock:
             self._sessions.discard(session_id)
+            self._client_fs.pop(session_id, None)
         self.directory.tell(SUPERVISOR, SessionClosed(session_id))
         self.directory.tell(EMITTER, DetachSink(session_id))
 
@@ -313,7 +322,8 @@ def _encode_turn(kind: Literal["anthropic", "openai"], with_tools: bool, seed: i
         if isinstance(block, dict) and block.get("type") == "tool_use":
             block["id"] = str(block["id"]).rsplit("_", 1)[0] + "_" + PLACEHOLDER.decode()
             tagged = True
-        for choice in data.get("choices", []) or []:  # type: ignore[union-attr]
+        choices = data.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
             for call in choice.get("delta", {}).get("tool_calls", []) or []:
                 if call.get("id"):
                     call["id"] = str(call["id"]).rsplit("_", 1)[0] + "_" + PLACEHOLDER.decode()

@@ -52,6 +52,44 @@ TARGET_RATE_SHARE = 0.9
 MODES = ("actors", "direct-http", "direct-inproc")
 
 
+class PooledProvider:
+    """Spreads streams round-robin over several SDK clients, each with its own connection pool.
+
+    Not what the runtime does (``build_provider`` makes one client per
+    process): it exists to measure what splitting the HTTP pool would buy,
+    since the pool's bookkeeping per request and per close scans every
+    connection it holds.
+    """
+
+    def __init__(self, providers: list[Any]) -> None:
+        self.providers = providers
+        self.name = providers[0].name
+        self._turn = 0
+
+    def stream(self, request: Any) -> Any:
+        self._turn += 1
+        return self.providers[self._turn % len(self.providers)].stream(request)
+
+
+def build_bench_provider(name: str, base_url: str, sessions: int, pools: int, keepalive: int | None) -> Any:
+    """The production provider (``pools == 1`` and no ``keepalive``), or the pooled what-if."""
+    from runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
+
+    if pools <= 1 and keepalive is None:
+        return build_provider(name, base_url=base_url, api_key="bench", max_retries=0)
+    import httpx2
+
+    per_pool = max(1, -(-sessions // max(1, pools)))
+    providers = []
+    for _ in range(max(1, pools)):
+        limits = httpx2.Limits(max_connections=max(per_pool, 1000 // max(1, pools)) + 16,
+                               max_keepalive_connections=keepalive if keepalive else per_pool + 16)
+        client = httpx2.AsyncClient(limits=limits, timeout=DEFAULT_TIMEOUT)
+        providers.append(build_provider(name, base_url=base_url, api_key="bench", max_retries=0,
+                                        http_client=client))
+    return PooledProvider(providers) if len(providers) > 1 else providers[0]
+
+
 # --- one measured run (child process) --------------------------------------------------------
 
 
@@ -72,15 +110,20 @@ class _Meter:
 
 
 def run_child(mode: str, sessions: int, rate: float, duration: float, provider_name: str,
-              ramp: float, warmup: float) -> dict[str, Any]:
+              ramp: float, warmup: float, pools: int = 1, keepalive: int | None = None,
+              gc_threshold: tuple[int, ...] | None = None, gc_freeze: bool = False) -> dict[str, Any]:
     """Run one configuration in this process and return its figures."""
+    import gc
+
+    if gc_threshold:
+        gc.set_threshold(*gc_threshold)
     from actors.stream_reader import ModelRoute
     from benchmarks._direct import DirectRuntime, InProcessProvider
     from runtime.acp.agent import AcpAgent
     from runtime.acp.jsonrpc import JsonRpcConnection
     from runtime.host import Runtime
-    from runtime.providers.factory import build_provider
 
+    gc_pauses = h.GcPauses().install()
     threads_before = h.os_threads()
     rss_start = h.rss_kib()
     server_cm = h.loopback_server(rate) if mode != "direct-inproc" else None
@@ -90,12 +133,14 @@ def run_child(mode: str, sessions: int, rate: float, duration: float, provider_n
         registry = h.bench_registry()
         if server is not None:
             base_url = server.base_url + ("/v1" if provider_name == "openai" else "")
-            provider: Any = build_provider(provider_name, base_url=base_url, api_key="bench", max_retries=0)
+            provider: Any = build_bench_provider(provider_name, base_url, sessions, pools, keepalive)
         else:
             inproc = InProcessProvider("openai" if provider_name == "openai" else "anthropic")
             provider = inproc
         routes = [ModelRoute(provider, "bench")]
         runtime: Any = Runtime(routes, registry) if mode == "actors" else DirectRuntime(routes, registry)
+        stream_loop = _stream_loop(runtime)
+        lag = h.LoopLagProbe(stream_loop).start()
 
         def events_now() -> int:
             if server is not None:
@@ -106,7 +151,7 @@ def run_child(mode: str, sessions: int, rate: float, duration: float, provider_n
         meter = _Meter()
         pipes = h.make_pipes()
         connection = JsonRpcConnection(pipes.agent_in, pipes.agent_out)
-        agent = AcpAgent(runtime, connection)
+        _agent = AcpAgent(runtime, connection)  # kept alive by the connection's handlers
         connection.start()
         running = threading.Event()
         running.set()
@@ -166,14 +211,20 @@ def run_child(mode: str, sessions: int, rate: float, duration: float, provider_n
             raise RuntimeError(f"only {len(opened)} of {sessions} sessions opened")
         time.sleep(0.3)  # let the roles take in SessionOpened / AttachSink
         rss_idle_after = h.settle_memory()
+        if gc_freeze:
+            gc.freeze()  # everything alive now is start-up state: keep it out of every later scan
         threads_idle = h.os_threads()
 
         peak_threads = threads_idle
         peak_rss = rss_idle_after
+        threads_at_peak = _thread_names()
 
         def sample() -> None:
-            nonlocal peak_threads, peak_rss
-            peak_threads = max(peak_threads, h.os_threads())
+            nonlocal peak_threads, peak_rss, threads_at_peak
+            threads = h.os_threads()
+            if threads > peak_threads:
+                peak_threads = threads
+                threads_at_peak = _thread_names()
             peak_rss = max(peak_rss, h.rss_kib())
 
         start = time.monotonic()
@@ -195,19 +246,21 @@ def run_child(mode: str, sessions: int, rate: float, duration: float, provider_n
         harness0 = sum(h.thread_cpu_seconds(t) for t in harness)
         by_thread0 = h.cpu_by_thread()
         server_cpu0 = server.cpu_seconds() if server is not None else 0.0
+        foreign = h.ForeignLoad(*([server.process.pid] if server is not None else []))
         t0 = time.monotonic()
-        meter.recording = True
+        meter.recording = lag.recording = gc_pauses.recording = True
         window_end = t0 + duration
         while time.monotonic() < window_end:
             sample()
             time.sleep(min(0.1, max(0.0, window_end - time.monotonic())))
-        meter.recording = False
+        meter.recording = lag.recording = gc_pauses.recording = False
         t1 = time.monotonic()
         events1 = events_now()
         cpu1 = h.process_cpu_seconds()
         harness1 = sum(h.thread_cpu_seconds(t) for t in harness)
         by_thread1 = h.cpu_by_thread()
         server_cpu1 = server.cpu_seconds() if server is not None else 0.0
+        foreign_cores = foreign.cores()
 
         running.clear()
         finish_deadline = time.monotonic() + 60
@@ -218,11 +271,13 @@ def run_child(mode: str, sessions: int, rate: float, duration: float, provider_n
             sample()
             time.sleep(0.1)
         unfinished = meter.in_flight
+        lag.stop()
         runtime.shutdown()
         connection.close()
         client.close_input()
         client.wait_drained(10)
     finally:
+        gc_pauses.remove()
         if server_cm is not None:
             server_cm.__exit__(None, None, None)
 
@@ -251,7 +306,7 @@ def run_child(mode: str, sessions: int, rate: float, duration: float, provider_n
             "idle_with_sessions": threads_idle,
             "peak": peak_threads,
             "harness": len(harness),
-            "loopback_server_in_process": 0,
+            "names_at_peak": threads_at_peak,
         },
         "rss_kib": {
             "process_start": rss_start,
@@ -269,12 +324,38 @@ def run_child(mode: str, sessions: int, rate: float, duration: float, provider_n
             "per_event_us_with_harness": round(process_cpu / events * 1e6, 2) if events else None,
             "by_thread_s": h.cpu_delta(by_thread0, by_thread1),
             "loopback_server_s": round(server_cpu1 - server_cpu0, 3),
+            "other_processes_cores": foreign_cores,
         },
+        "stream_loop_lag_ms": h.summarize_ms(lag.lags_ns),
+        "gc_pauses": gc_pauses.summary(window),
+        "what_if": {"http_pools": pools, "keepalive": keepalive, "gc_threshold": gc_threshold,
+                    "gc_freeze": gc_freeze},
         "stop_reasons": meter.stop_reasons,
         "prompt_errors": meter.prompt_errors,
         "unfinished_turns_at_exit": unfinished,
         "client_errors": len(client.errors),
     }
+
+
+def _stream_loop(runtime: Any) -> Any:
+    """The asyncio loop every provider stream runs on (the reader's, or the direct pipeline's)."""
+    direct_loop = getattr(runtime, "loop", None)
+    if direct_loop is not None:
+        return direct_loop
+    deadline = time.monotonic() + 10
+    while runtime.reader_state.loop is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the StreamReader creates it in its own thread at start
+    if runtime.reader_state.loop is None:
+        raise RuntimeError("the stream reader's loop never started")
+    return runtime.reader_state.loop
+
+
+def _thread_names() -> dict[str, int]:
+    names: dict[str, int] = {}
+    for thread in threading.enumerate():
+        key = h._fold_name(thread.name)
+        names[key] = names.get(key, 0) + 1
+    return names
 
 
 # --- orchestration (parent process) ----------------------------------------------------------
@@ -285,15 +366,22 @@ def _spawn(mode: str, sessions: int, args: argparse.Namespace) -> dict[str, Any]
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as out:
         out_path = out.name
     duration = args.duration if mode != "direct-inproc" else args.inproc_duration
+    if args.wait_quiet > 0:
+        load = h.wait_for_quiet(max_wait=args.wait_quiet)
+        if load >= 0.3:
+            print(f"  (other processes still use {load:.2f} cores; measuring anyway)", flush=True)
     command = [
         sys.executable, "-m", "benchmarks.load", "--child", mode,
         "--sessions", str(sessions), "--rate", str(args.rate), "--duration", str(duration),
         "--provider", args.provider, "--ramp", str(args.ramp), "--warmup", str(args.warmup),
-        "--child-out", out_path,
-    ]
+        "--child-out", out_path, "--http-pools", str(args.http_pools),
+    ] + (["--keepalive", str(args.keepalive)] if args.keepalive is not None else []) \
+      + (["--gc-threshold", args.gc_threshold] if args.gc_threshold else []) \
+      + (["--gc-freeze"] if args.gc_freeze else [])
     try:
         subprocess.run(command, cwd=h.REPO, check=True, timeout=duration + args.ramp + args.warmup + 240)
-        return json.loads(Path(out_path).read_text(encoding="utf-8"))
+        result: dict[str, Any] = json.loads(Path(out_path).read_text(encoding="utf-8"))
+        return result
     finally:
         os.unlink(out_path)
 
@@ -357,7 +445,7 @@ def _fmt(value: Any, spec: str = "") -> str:
 def print_table(runs: list[dict[str, Any]]) -> None:
     header = (f"{'mode':<14}{'N':>6}{'events/s':>10}{'offered':>9}{'frames/s':>10}{'turns/s':>9}"
               f"{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}{'preps':>7}{'thr':>5}{'KiB/s':>7}"
-              f"{'us/ev':>7}{'cores':>7}")
+              f"{'us/ev':>7}{'cores':>7}{'other':>7}")
     print(header)
     print("-" * len(header))
     for r in runs:
@@ -366,7 +454,8 @@ def print_table(runs: list[dict[str, Any]]) -> None:
               f"{_fmt(r['offered_events_per_s'], '.0f'):>9}{r['frames_per_s']:>10.0f}{r['turns_per_s']:>9.1f}"
               f"{_fmt(lat['p50'], '.2f'):>8}{_fmt(lat['p99'], '.2f'):>8}{_fmt(lat['max'], '.1f'):>8}"
               f"{lat['count']:>7}{r['threads']['peak']:>5}{r['rss_kib']['per_idle_session']:>7.1f}"
-              f"{_fmt(r['cpu']['per_event_us'], '.1f'):>7}{r['cpu']['runtime_cores']:>7.2f}")
+              f"{_fmt(r['cpu']['per_event_us'], '.1f'):>7}{r['cpu']['runtime_cores']:>7.2f}"
+              f"{r['cpu'].get('other_processes_cores', 0.0):>7.2f}")
 
 
 def print_breakdown(run: dict[str, Any]) -> None:
@@ -423,7 +512,8 @@ def plot(path: Path, runs: list[dict[str, Any]], http_runs: list[dict[str, Any]]
                   [r["preparing_latency_ms"]["p99"] or 0 for r in http_runs], "s:", color="tab:orange",
                   label="preparing p99 ms (direct-http)")
     twin.axhline(TARGET_P99_MS, color="red", linestyle="--", linewidth=1)
-    twin.set_ylabel("preparing p99 (ms)", color="tab:red")
+    twin.set_yscale("log")
+    twin.set_ylabel("preparing p99 (ms, log; dashed: target)", color="tab:red")
     handles = right.get_legend_handles_labels()
     twin_handles = twin.get_legend_handles_labels()
     right.legend(handles[0] + twin_handles[0], handles[1] + twin_handles[1], fontsize=8, loc="upper left")
@@ -448,6 +538,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds of the unpaced in-process baseline")
     parser.add_argument("--no-http-baseline", action="store_true",
                         help="skip the no-actor runs over HTTP (one per N)")
+    parser.add_argument("--http-pools", type=int, default=1,
+                        help="what-if: spread streams over this many SDK clients / connection pools")
+    parser.add_argument("--keepalive", type=int, default=None,
+                        help="what-if: max keep-alive connections per pool (0: one per session)")
+    parser.add_argument("--gc-threshold", default=None,
+                        help="what-if: gc.set_threshold values, e.g. 50000,20,1000")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="what-if: gc.freeze() once the sessions are open")
+    parser.add_argument("--wait-quiet", type=float, default=180.0,
+                        help="before each run wait up to this many seconds for other processes to go idle")
+    parser.add_argument("--no-inproc-baseline", action="store_true",
+                        help="skip the in-process no-actor run (then no actor-overhead verdict)")
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG of latency and N curves")
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT)
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
@@ -459,7 +561,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.child:
         result = run_child(args.child, counts[0], args.rate, args.duration, args.provider,
-                           args.ramp, args.warmup)
+                           args.ramp, args.warmup, args.http_pools, args.keepalive,
+                           tuple(int(x) for x in args.gc_threshold.split(",")) if args.gc_threshold else None,
+                           args.gc_freeze)
         h.write_report(args.child_out, result)
         return 0
 
@@ -471,19 +575,28 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_http_baseline:
             print(f"direct-http   N={n}: running ...", flush=True)
             http_runs.append(_spawn("direct-http", n, args))
-    print(f"direct-inproc N={max(counts)}: running ...", flush=True)
-    baseline = _spawn("direct-inproc", max(counts), args)
+    baseline: dict[str, Any] | None = None
+    if not args.no_inproc_baseline:
+        print(f"direct-inproc N={max(counts)}: running ...", flush=True)
+        baseline = _spawn("direct-inproc", max(counts), args)
+    extra = [baseline] if baseline is not None else []
 
     print()
     print(f"provider {args.provider}, rate {args.rate:g} events/s per session, "
           f"{args.duration:g} s measured per N, {os.cpu_count()} cores")
-    print_table(runs + http_runs + [baseline])
+    print_table(runs + http_runs + extra)
     print()
-    for r in runs + http_runs[-1:] + [baseline]:
+    for r in runs + http_runs[-1:] + extra:
         print_breakdown(r)
+    for r in runs:
+        lag = r["stream_loop_lag_ms"]
+        gcp = r["gc_pauses"]
+        print(f"  actors N={r['sessions']}: stream-loop lag p50 {lag['p50']} / p99 {lag['p99']} / max "
+              f"{lag['max']} ms; gc gen2 {gcp['gen2']['count']}x max {gcp['gen2']['max_ms']} ms, all gens "
+              f"{gcp['share_of_window']:.1%} of the window; threads at peak {r['threads']['names_at_peak']}")
     targets = evaluate(runs, baseline, {r["sessions"]: r for r in http_runs})
     print()
-    for name, t in targets.items():
+    for t in targets.values():
         detail = {k: v for k, v in t.items() if k not in ("target", "verdict")}
         print(f"{t['verdict']}  {t['target']}  {detail}")
     report = {
@@ -491,7 +604,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": h.machine_info(),
         "config": {"sessions": counts, "rate": args.rate, "duration": args.duration,
                    "provider": args.provider, "ramp": args.ramp, "warmup": args.warmup,
-                   "inproc_duration": args.inproc_duration},
+                   "inproc_duration": args.inproc_duration, "http_pools": args.http_pools,
+                   "keepalive": args.keepalive, "gc_threshold": args.gc_threshold,
+                   "gc_freeze": args.gc_freeze},
         "runs": runs,
         "direct_http": http_runs,
         "direct_inproc": baseline,

@@ -1,0 +1,212 @@
+"""Cancel: how fast a cancelled turn is cleaned up, seen from the editor.
+
+Every session's provider stream stalls mid tool-call (``sse_server --stall``:
+the tool call's id and name, a few argument fragments, then silence), so
+the runtime has shown a preparing card that only a cancel can end. As soon
+as the drain thread reads a session's preparing frame it writes
+``session/cancel`` for that session to the agent's input pipe, and measures
+from that write until it has read both
+
+- the discarded update (``tool_call_update`` failed, ``_meta.preparationDiscarded``)
+  for every preparing card of the attempt, and
+- the ``session/prompt`` response with ``stopReason: "cancelled"``,
+
+checking the order the spec demands: every discard before the reply. Each
+session repeats this ``--rounds`` times. Sessions start spread over
+``--stagger`` seconds so the cancels are not one synchronised burst (set 0 for
+the burst).
+
+Run: ``python -m benchmarks.cancel [--sessions 100] [--rounds 5] [--provider anthropic|openai]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks import _harness as h
+
+DEFAULT_REPORT = h.REPORTS / "cancel.json"
+TARGET_P99_MS = 10.0
+
+
+@dataclass
+class _Session:
+    session_id: str
+    rounds_left: int
+    state: str = "idle"  # idle -> streaming -> cancelling -> idle
+    cards: set[str] = field(default_factory=set)
+    cancel_ns: int = 0
+    last_discard_ns: int = 0
+
+
+def run(sessions: int, rounds: int, rate: float, provider_name: str, stagger_s: float,
+        timeout_s: float) -> dict[str, Any]:
+    from actors.stream_reader import ModelRoute
+    from runtime.acp.agent import AcpAgent
+    from runtime.acp.jsonrpc import JsonRpcConnection
+    from runtime.host import Runtime
+    from runtime.providers.factory import build_provider
+
+    reply_ns: list[int] = []
+    discard_ns: list[int] = []
+    order_violations = 0
+    missing_discards = 0
+    wrong_stop: dict[str, int] = {}
+    done_sessions = threading.Event()
+    finished = 0
+    lock = threading.Lock()
+    by_id: dict[str, _Session] = {}
+
+    with h.loopback_server(rate, stall=True) as server:
+        base_url = server.base_url + ("/v1" if provider_name == "openai" else "")
+        provider = build_provider(provider_name, base_url=base_url, api_key="bench", max_retries=0)
+        runtime = Runtime([ModelRoute(provider, "bench")], h.bench_registry())
+        pipes = h.make_pipes()
+        connection = JsonRpcConnection(pipes.agent_in, pipes.agent_out)
+        AcpAgent(runtime, connection)
+        connection.start()
+        client: h.AcpClient
+
+        def start_round(session: _Session) -> None:
+            session.state = "streaming"
+            session.cards = set()
+            session.last_discard_ns = 0
+            client.request("session/prompt", {"sessionId": session.session_id,
+                                              "prompt": [{"type": "text", "text": "go"}]},
+                           lambda response, read_ns: on_reply(session, response, read_ns))
+
+        def on_reply(session: _Session, response: dict[str, Any], read_ns: int) -> None:
+            nonlocal order_violations, missing_discards, finished
+            result = response.get("result")
+            stop = str(result.get("stopReason")) if isinstance(result, dict) else "error"
+            if session.state == "cancelling" and stop == "cancelled":
+                reply_ns.append(read_ns - session.cancel_ns)
+                if session.cards:
+                    order_violations += 1  # a card was still open when the reply came
+                elif session.last_discard_ns:
+                    discard_ns.append(session.last_discard_ns - session.cancel_ns)
+                else:
+                    missing_discards += 1
+            else:
+                wrong_stop[stop] = wrong_stop.get(stop, 0) + 1
+            session.state = "idle"
+            session.rounds_left -= 1
+            if session.rounds_left > 0:
+                start_round(session)
+            else:
+                with lock:
+                    finished += 1
+                    if finished == sessions:
+                        done_sessions.set()
+
+        def on_update(session_id: str, update: dict[str, Any], read_ns: int) -> None:
+            session = by_id.get(session_id)
+            if session is None:
+                return
+            if h.preparing_stamp_ns(update) is not None:
+                session.cards.add(update["toolCallId"])
+                if session.state == "streaming":
+                    session.state = "cancelling"
+                    session.cancel_ns = time.time_ns()
+                    client.send_now("session/cancel", {"sessionId": session_id}, notification=True)
+            elif h.is_discard(update):
+                session.cards.discard(update["toolCallId"])
+                session.last_discard_ns = read_ns
+
+        client = h.AcpClient(pipes.client_w, pipes.client_r, on_update)
+        client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        workdir = tempfile.mkdtemp(prefix="toolprep-cancel-")
+        for _ in range(sessions):
+            sid = client.call("session/new", {"cwd": workdir, "mcpServers": []})["result"]["sessionId"]
+            by_id[sid] = _Session(sid, rounds)
+        peak_threads = h.os_threads()
+        foreign = h.ForeignLoad(server.process.pid)
+        started = time.monotonic()
+        for session, offset in zip(list(by_id.values()), h.stagger(sessions, stagger_s)):
+            delay = started + offset - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            start_round(session)
+        deadline = time.monotonic() + timeout_s
+        while not done_sessions.is_set() and time.monotonic() < deadline:
+            peak_threads = max(peak_threads, h.os_threads())
+            done_sessions.wait(0.1)
+        elapsed = time.monotonic() - started
+        other_cores = foreign.cores()
+        stats = server.stats()
+        runtime.shutdown()
+        connection.close()
+        client.close_input()
+        client.wait_drained(10)
+
+    total = h.summarize_ms(reply_ns)
+    p99 = total["p99"]
+    return {
+        "benchmark": "cancel",
+        "machine": h.machine_info(),
+        "config": {"sessions": sessions, "rounds": rounds, "rate": rate, "provider": provider_name,
+                   "stagger_s": stagger_s},
+        "elapsed_s": round(elapsed, 2),
+        "cancels_measured": len(reply_ns),
+        "sessions_finished": finished,
+        "cancel_to_reply_ms": total,
+        "cancel_to_last_discard_ms": h.summarize_ms(discard_ns),
+        "order_violations": order_violations,
+        "missing_discards": missing_discards,
+        "unexpected_stop_reasons": wrong_stop,
+        "peak_threads": peak_threads,
+        "other_processes_cores": other_cores,
+        "server": stats,
+        "target": {
+            "target": f"cancel -> all discards + cancelled reply, p99 <= {TARGET_P99_MS} ms",
+            "p99_ms": p99,
+            "verdict": "PASS" if (p99 is not None and p99 <= TARGET_P99_MS and order_violations == 0
+                                  and finished == sessions) else "MISS",
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=5, help="cancelled turns per session")
+    parser.add_argument("--rate", type=float, default=20.0, help="provider events/s per stream")
+    parser.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic")
+    parser.add_argument("--stagger", type=float, default=1.0, help="seconds over which sessions start")
+    parser.add_argument("--timeout", type=float, default=180.0, help="give up after this many seconds")
+    parser.add_argument("--wait-quiet", type=float, default=180.0,
+                        help="first wait up to this many seconds for other processes to go idle")
+    parser.add_argument("--report", type=Path, default=DEFAULT_REPORT)
+    args = parser.parse_args(argv)
+    if args.sessions < 1 or args.rounds < 1:
+        parser.error("--sessions and --rounds must be positive")
+    if args.wait_quiet > 0:
+        h.wait_for_quiet(max_wait=args.wait_quiet)
+    report = run(args.sessions, args.rounds, args.rate, args.provider, args.stagger, args.timeout)
+    t = report["cancel_to_reply_ms"]
+    d = report["cancel_to_last_discard_ms"]
+    print(f"provider {args.provider}: {args.sessions} sessions x {args.rounds} rounds, "
+          f"{report['cancels_measured']} cancels measured in {report['elapsed_s']} s")
+    print(f"cancel -> cancelled reply:  p50 {t['p50']} ms  p90 {t['p90']} ms  p99 {t['p99']} ms  max {t['max']} ms")
+    print(f"cancel -> last discard:     p50 {d['p50']} ms  p90 {d['p90']} ms  p99 {d['p99']} ms  max {d['max']} ms")
+    print(f"order violations (reply before a discard): {report['order_violations']}; "
+          f"turns with no discard seen: {report['missing_discards']}; "
+          f"unexpected stop reasons: {report['unexpected_stop_reasons'] or 'none'}; "
+          f"peak threads {report['peak_threads']}; other processes used "
+          f"{report['other_processes_cores']:.2f} cores meanwhile")
+    target = report["target"]
+    print(f"{target['verdict']}  {target['target']}  (p99 {target['p99_ms']} ms)")
+    h.write_report(args.report, report)
+    print(f"report: {args.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
