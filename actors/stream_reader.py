@@ -20,6 +20,7 @@ from actors.base import READER, TRACKER, RoleActor
 from actors.directory import RoleDirectory
 from messages.turns import ChunkReceived, CloseStream, OpenStream, StreamCompleted, StreamFailed
 from runtime.providers.base import ModelRequest, Provider, StreamError
+from runtime.threads import prestarted_pool
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +43,10 @@ class ReaderState:
         if self.loop is None:
             loop = asyncio.new_event_loop()
             ready = threading.Event()
+
+            # Name resolution runs on the loop's default executor: a small fixed pool,
+            # started now, instead of one that grows with concurrent connections.
+            loop.set_default_executor(prestarted_pool(2, "toolprep-resolve"))
 
             def run() -> None:
                 asyncio.set_event_loop(loop)
@@ -72,6 +77,12 @@ class ReaderState:
         loop.call_soon_threadsafe(loop.stop)
         if self.thread is not None:
             self.thread.join(timeout=5)
+        if not loop.is_running():
+            try:
+                loop.run_until_complete(loop.shutdown_default_executor())
+                loop.close()
+            except Exception as exc:
+                logger.warning("closing the stream loop: %r", exc)
         self.loop = None
 
 

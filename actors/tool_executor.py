@@ -34,6 +34,7 @@ from messages.turns import (
     ToolsFinished,
 )
 from runtime.scheduler import Scheduler, TimerHandle
+from runtime.threads import prestarted_pool
 from runtime.tools.base import ClientFilesystem, PermissionOutcome, PermissionRequest, ToolContext, ToolError, ToolOutput
 from runtime.tools.registry import ToolRegistry
 
@@ -74,7 +75,7 @@ class ToolExecutor(RoleActor):
     ) -> None:
         self.state = state
         if state.pool is None:
-            state.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolprep-tool")
+            state.pool = prestarted_pool(workers, "toolprep-tool")
         self.registry = registry
         self.scheduler = scheduler
         self.timeout = timeout

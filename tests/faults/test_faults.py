@@ -133,8 +133,11 @@ def test_other_sessions_unaffected_by_a_failing_one(tmp_path: Path) -> None:
 def test_thousand_sessions_opened_and_closed_leave_nothing_behind(tmp_path: Path) -> None:
     kind = "anthropic"
     with harness(kind, tmp_path) as h:
+        warm, warm_sink = h.session()
+        _recovers(h, warm, warm_sink)  # every role and pool is up before counting threads
+        h.runtime.close_session(warm)
         threads_before = threading.active_count()
-        for round_ in range(5):
+        for _round in range(5):
             sessions = [h.session() for _ in range(200)]
             for sid, _ in sessions:
                 h.runtime.close_session(sid)
