@@ -18,6 +18,7 @@ from actors.base import EMITTER, SUPERVISOR, TRACKER, RoleActor
 from actors.directory import RoleDirectory
 from messages import frames
 from messages.content import (
+    GenerateContentResponse,
     Content,
     FinishReason,
     FunctionCall,
@@ -34,6 +35,7 @@ from messages.turns import (
     BeginAttempt,
     CallsReleased,
     ChunkReceived,
+    ChunksReceived,
     EndAttempt,
     Frames,
     SessionClosed,
@@ -90,6 +92,7 @@ class PreparationTracker(RoleActor):
     def register_handlers(self) -> None:
         self.handle(BeginAttempt, self.on_begin)
         self.handle(ChunkReceived, self.on_chunk)
+        self.handle(ChunksReceived, self.on_chunks)
         self.handle(StreamCompleted, self.on_completed)
         self.handle(StreamFailed, self.on_failed)
         self.handle(EndAttempt, self.on_end)
@@ -126,12 +129,25 @@ class PreparationTracker(RoleActor):
         track.current = AttemptTrack(msg.attempt)
 
     def on_chunk(self, msg: ChunkReceived) -> None:
+        self.on_chunks(ChunksReceived(msg.session_id, msg.attempt, (msg.chunk,)))
+
+    def on_chunks(self, msg: ChunksReceived) -> None:
         live = self._live(msg.session_id, msg.attempt)
         if live is None or live[1].stream_closed:
             return
         track, attempt = live
-        chunk = msg.chunk
         updates: list[dict[str, Any]] = []
+        for chunk in msg.chunks:
+            self._read_chunk(track, attempt, chunk, updates)
+        self._send(msg.session_id, updates)
+
+    def _read_chunk(
+        self,
+        track: SessionTrack,
+        attempt: AttemptTrack,
+        chunk: GenerateContentResponse,
+        updates: list[dict[str, Any]],
+    ) -> None:
         # Preparations first: a chunk may carry both a preparation and its call.
         for prep in get_preparations(chunk):
             if prep.call_id in attempt.entries:
@@ -158,7 +174,6 @@ class PreparationTracker(RoleActor):
             attempt.finish_reason = chunk.finish_reason
         if chunk.usage is not None:
             attempt.usage = chunk.usage
-        self._send(msg.session_id, updates)
 
     def _collect_call(self, track: SessionTrack, attempt: AttemptTrack, call: FunctionCall) -> None:
         raw_id = call.id

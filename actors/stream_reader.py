@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from actors.base import READER, TRACKER, RoleActor
 from actors.directory import RoleDirectory
-from messages.turns import ChunkReceived, CloseStream, OpenStream, StreamCompleted, StreamFailed
+from messages.content import GenerateContentResponse
+from messages.turns import ChunksReceived, CloseStream, OpenStream, StreamCompleted, StreamFailed
 from runtime.providers.base import ModelRequest, Provider, StreamError
 from runtime.threads import prestarted_pool
 
@@ -140,16 +141,32 @@ async def _pump(
 ) -> None:
     """Forward one attempt's chunks, then exactly one end-of-stream message."""
     stream = provider.stream(request)
+    # Chunks produced within one loop iteration travel as one message: under load many
+    # events arrive per read, and a hop per chunk would wake the tracker once per event.
+    pending: list[GenerateContentResponse] = []
+    loop = asyncio.get_running_loop()
+
+    def flush() -> None:
+        if pending:
+            batch = tuple(pending)
+            pending.clear()
+            directory.tell(TRACKER, ChunksReceived(session_id, attempt, batch))
+
     try:
         async for chunk in stream:
-            directory.tell(TRACKER, ChunkReceived(session_id, attempt, chunk))
+            pending.append(chunk)
+            if len(pending) == 1:
+                loop.call_soon(flush)
     except asyncio.CancelledError:
+        pending.clear()
         raise
     except StreamError as exc:
+        flush()
         directory.tell(TRACKER, StreamFailed(session_id, attempt, exc))
         return
     except Exception as exc:  # a provider bug is a failed attempt, not a dead reader
         logger.exception("provider stream for %s crashed", session_id)
+        flush()
         error = StreamError(f"provider failed: {exc!r}", retryable=True, kind="internal")
         directory.tell(TRACKER, StreamFailed(session_id, attempt, error))
         return
@@ -160,4 +177,5 @@ async def _pump(
                 await aclose()
             except BaseException:  # closing a cancelled HTTP response may raise anything
                 pass
+    flush()
     directory.tell(TRACKER, StreamCompleted(session_id, attempt))

@@ -51,6 +51,18 @@ def slope(xs: list[float], ys: list[float]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
 
 
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``: returns freed heap memory to the kernel (None where unavailable)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
 def _thread_names() -> dict[str, int]:
     names: dict[str, int] = {}
     for thread in threading.enumerate():
@@ -72,7 +84,7 @@ def _top_growth(before: Any, after: Any, limit: int = 15) -> list[dict[str, Any]
 
 def run(turns: int, sessions: int, per_session: int, rate: float, provider_name: str,
         samples: int, warmup_share: float, timeout_s: float, trace: bool = False,
-        tool_timeout: float | None = None) -> dict[str, Any]:
+        tool_timeout: float | None = None, malloc_trim: bool = False) -> dict[str, Any]:
     from actors.stream_reader import ModelRoute
     from messages.preparation import tracked_response_count
     from runtime.acp.agent import AcpAgent
@@ -144,8 +156,12 @@ def run(turns: int, sessions: int, per_session: int, rate: float, provider_name:
             client.request("session/prompt", {"sessionId": session_id,
                                               "prompt": [{"type": "text", "text": "go"}]}, finished)
 
+        trim = _malloc_trim() if malloc_trim else None
+
         def sample(done: int, elapsed: float) -> None:
             gc.collect()
+            if trim is not None:
+                trim(0)  # hand freed heap back first: what stays is live, not retained
             rows.append({
                 "turns": done,
                 "elapsed_s": round(elapsed, 2),
@@ -232,7 +248,7 @@ def run(turns: int, sessions: int, per_session: int, rate: float, provider_name:
         "benchmark": "soak",
         "machine": h.machine_info(),
         "config": {"turns": turns, "sessions": sessions, "turns_per_session": per_session, "rate": rate,
-                   "tool_timeout": tool_timeout,
+                   "tool_timeout": tool_timeout, "malloc_trim": malloc_trim,
                    "provider": provider_name, "samples": samples, "warmup_share": warmup_share},
         "elapsed_s": round(elapsed, 2),
         "turns_done": counters["done"],
@@ -271,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="first wait up to this many seconds for other processes to go idle")
     parser.add_argument("--tool-timeout", type=float, default=None,
                         help="RuntimeConfig.tool_timeout (default: the runtime's own)")
+    parser.add_argument("--malloc-trim", action="store_true",
+                        help="call malloc_trim(0) before each RSS sample (retained vs live memory)")
     parser.add_argument("--tracemalloc", action="store_true",
                         help="trace allocations (slow) and print the sites that grew after warm-up")
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT)
@@ -280,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.turns < 1 or args.sessions < 1 or args.turns_per_session < 1:
         parser.error("--turns, --sessions and --turns-per-session must be positive")
     report = run(args.turns, args.sessions, args.turns_per_session, args.rate, args.provider,
-                 args.samples, args.warmup, args.timeout, args.tracemalloc, args.tool_timeout)
+                 args.samples, args.warmup, args.timeout, args.tracemalloc, args.tool_timeout,
+                 args.malloc_trim)
     print(f"{report['turns_done']} turns in {report['elapsed_s']} s ({report['turns_per_s']} turns/s), "
           f"{report['sessions_opened']} sessions opened, {report['sessions_closed']} closed; "
           f"stop reasons {report['stop_reasons']}; other processes used "

@@ -163,6 +163,15 @@ class ChunkReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class ChunksReceived:
+    """Every chunk one loop iteration produced for an attempt, in order (one hop, not N)."""
+
+    session_id: str
+    attempt: int
+    chunks: tuple[GenerateContentResponse, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class EndAttempt:
     """Abandon an attempt: discard every card not yet handed to execution."""
 

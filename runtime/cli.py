@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 from collections.abc import Sequence
@@ -71,6 +72,9 @@ def run_acp(args: argparse.Namespace) -> int:
     runtime = Runtime(routes, registry, RuntimeConfig(retry=RetryPolicy(max_retries=settings.max_retries)))
     connection = JsonRpcConnection(sys.stdin.buffer, protocol_out, max_line_bytes=args.max_line_bytes)
     agent = AcpAgent(runtime, connection)
+    # Everything imported and built so far lives as long as the process: keep it out of
+    # the collector's full passes, which otherwise stall every stream now and then.
+    gc.freeze()
     connection.start()
     connection.wait_closed()
     agent.close()
