@@ -22,7 +22,6 @@ from messages.turns import (
     AttachSink,
     DeliverTurnResult,
     DetachSink,
-    Frame,
     Frames,
     TurnResult,
 )
@@ -56,7 +55,6 @@ class AcpEmitter(RoleActor):
         super().__init__(directory)
 
     def register_handlers(self) -> None:
-        self.handle(Frame, self.on_frame)
         self.handle(Frames, self.on_frames)
         self.handle(DeliverTurnResult, self.on_turn_result)
         self.handle(AskPermission, self.on_ask_permission)
@@ -82,9 +80,6 @@ class AcpEmitter(RoleActor):
         except Exception as exc:  # a broken client must not take the runtime down
             self.state.write_failures += 1
             logger.warning("frame write for %s failed: %r", session_id, exc)
-
-    def on_frame(self, msg: Frame) -> None:
-        self._write(self.state.sinks.get(msg.session_id), msg.session_id, msg.update)
 
     def on_frames(self, msg: Frames) -> None:
         sink = self.state.sinks.get(msg.session_id)

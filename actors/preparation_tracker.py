@@ -11,6 +11,7 @@ use the same normalised id.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,6 @@ from messages.turns import (
     AttemptSucceeded,
     BeginAttempt,
     CallsReleased,
-    ChunkReceived,
     ChunksReceived,
     EndAttempt,
     Frames,
@@ -47,7 +47,7 @@ from runtime.tools.filters import card_suppressed
 
 logger = logging.getLogger(__name__)
 
-ToolKindLookup = Any  # Callable[[str], str]
+ToolKindLookup = Callable[[str], str]
 
 
 @dataclass(slots=True)
@@ -91,7 +91,6 @@ class PreparationTracker(RoleActor):
 
     def register_handlers(self) -> None:
         self.handle(BeginAttempt, self.on_begin)
-        self.handle(ChunkReceived, self.on_chunk)
         self.handle(ChunksReceived, self.on_chunks)
         self.handle(StreamCompleted, self.on_completed)
         self.handle(StreamFailed, self.on_failed)
@@ -127,9 +126,6 @@ class PreparationTracker(RoleActor):
         if track.current is not None:
             logger.error("attempt %s of %s began over a live attempt", msg.attempt, msg.session_id)
         track.current = AttemptTrack(msg.attempt)
-
-    def on_chunk(self, msg: ChunkReceived) -> None:
-        self.on_chunks(ChunksReceived(msg.session_id, msg.attempt, (msg.chunk,)))
 
     def on_chunks(self, msg: ChunksReceived) -> None:
         live = self._live(msg.session_id, msg.attempt)
@@ -176,24 +172,24 @@ class PreparationTracker(RoleActor):
             attempt.usage = chunk.usage
 
     def _collect_call(self, track: SessionTrack, attempt: AttemptTrack, call: FunctionCall) -> None:
-        raw_id = call.id
-        if not raw_id:
+        provider_id = call.id
+        if not provider_id:
             attempt.anonymous += 1
-            raw_id = f"call_{attempt.attempt}_{attempt.anonymous}"
+            provider_id = f"call_{attempt.attempt}_{attempt.anonymous}"
+        raw_id = provider_id
         entry = attempt.entries.get(raw_id)
         if entry is not None and entry.call is not None:
             # Same id for a second call in one response: give it its own identity.
-            raw_id = f"{raw_id}#{len(attempt.order)}"
+            raw_id = f"{provider_id}#{len(attempt.order)}"
             entry = None
         if entry is None:
-            call_id = self._fresh_id(track, raw_id.split("#")[0] if "#" in raw_id else raw_id)
+            call_id = self._fresh_id(track, provider_id)
             entry = Entry(call_id, call.name, card_shown=False)
             attempt.entries[raw_id] = entry
             attempt.order.append(raw_id)
             track.shown_ids.add(call_id)
         entry.call = FunctionCall(entry.call_id, call.name, dict(call.args))
-        if entry.tool_name != call.name:
-            entry.tool_name = call.name
+        entry.tool_name = call.name
 
     def on_completed(self, msg: StreamCompleted) -> None:
         live = self._live(msg.session_id, msg.attempt)

@@ -23,6 +23,7 @@ from actors.stream_reader import ModelRoute
 from messages.content import (
     Content,
     FinishReason,
+    FunctionCallPart,
     FunctionResponse,
     FunctionResponsePart,
     Usage,
@@ -395,5 +396,5 @@ class SessionSupervisor(RoleActor):
 def _drop_dangling_calls(history: list[Content]) -> None:
     """A model message whose calls got no responses would break the next request."""
     if history and history[-1].role == "model":
-        if any(hasattr(p, "function_call") for p in history[-1].parts):
+        if any(isinstance(p, FunctionCallPart) for p in history[-1].parts):
             history.pop()

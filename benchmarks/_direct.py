@@ -24,46 +24,26 @@ Two providers feed it:
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 
-from actors.acp_emitter import AcpEmitter, EmitterState, SessionSink
-from actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER
-from actors.preparation_tracker import PreparationTracker, TrackerState
-from actors.session_supervisor import SessionSupervisor, SupervisorState, TurnConfig
-from actors.stream_reader import ModelRoute, _pump
-from actors.tool_executor import ExecutorState, ToolExecutor
+from actors.stream_reader import ModelRoute
 from benchmarks import sse_server
-from messages.content import GenerateContentResponse, Part
-from messages.turns import (
-    AttachSink,
-    Cancel,
-    CloseStream,
-    DetachSink,
-    OpenStream,
-    SessionClosed,
-    SessionOpened,
-    StartTurn,
-    TurnResult,
-)
-from runtime.host import RuntimeConfig
+from messages.content import GenerateContentResponse
+from runtime.host import Runtime, RuntimeConfig
 from runtime.providers.anthropic_adapter import AnthropicStreamAdapter
 from runtime.providers.anthropic_provider import build_messages_params
 from runtime.providers.base import ModelRequest
 from runtime.providers.openai_adapter import OpenAIStreamAdapter
 from runtime.providers.openai_provider import build_chat_params
 from runtime.providers.sse import SseDecoder
-from runtime.scheduler import Scheduler
 from runtime.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -143,48 +123,17 @@ class SyncDirectory:
         return None
 
 
-class DirectReader:
-    """The StreamReader's job without its actor: one ``_pump`` task per stream on the loop."""
+class DirectRuntime(Runtime):
+    """``Runtime`` with the same role handlers run synchronously on one pipeline thread.
 
-    def __init__(self, directory: SyncDirectory, loop: asyncio.AbstractEventLoop,
-                 routes: Sequence[ModelRoute]) -> None:
-        self.directory = directory
-        self.loop = loop
-        self.routes = tuple(routes)
-        self.tasks: dict[str, tuple[int, asyncio.Task[None]]] = {}
-
-    def on_receive(self, msg: object) -> None:
-        if isinstance(msg, OpenStream):
-            previous = self.tasks.pop(msg.session_id, None)
-            if previous is not None:
-                previous[1].cancel()
-            provider = self.routes[msg.route].provider
-            task = self.loop.create_task(
-                _pump(self.directory, msg.session_id, msg.attempt, provider, msg.request)  # type: ignore[arg-type]
-            )
-            self.tasks[msg.session_id] = (msg.attempt, task)
-            session_id = msg.session_id
-
-            def forget(done: asyncio.Task[None]) -> None:
-                current = self.tasks.get(session_id)
-                if current is not None and current[1] is done:
-                    del self.tasks[session_id]
-
-            task.add_done_callback(forget)
-        elif isinstance(msg, CloseStream):
-            current = self.tasks.get(msg.session_id)
-            if current is not None and current[0] <= msg.attempt:
-                current[1].cancel()
-
-
-class DirectRuntime:
-    """``Runtime``'s host API over the role handlers run synchronously on one thread."""
+    Only the way roles are built differs: the host API, the role table and
+    shutdown are ``Runtime``'s own. The StreamReader is the real one too; its
+    state is pointed at the pipeline thread's loop, so streams are pumped by
+    the same code on that thread.
+    """
 
     def __init__(self, routes: Sequence[ModelRoute], registry: ToolRegistry,
                  config: RuntimeConfig | None = None) -> None:
-        self.config = config or RuntimeConfig()
-        self.registry = registry
-        self.routes = tuple(routes)
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
 
@@ -196,109 +145,20 @@ class DirectRuntime:
         self.thread = threading.Thread(target=run, name="direct-pipeline", daemon=True)
         self.thread.start()
         ready.wait(10)
-        self.scheduler = Scheduler()
-        self.directory = SyncDirectory(self.loop, self.thread)
-        self.supervisor_state = SupervisorState()
-        self.tracker_state = TrackerState()
-        self.emitter_state = EmitterState()
-        self.executor_state = ExecutorState(pool=_SyncPool())  # type: ignore[arg-type]
-        self._sessions: set[str] = set()
-        self._client_fs: dict[str, Any] = {}
-        self._lock = threading.Lock()
-        self._closed = False
-        self._build_roles()
+        super().__init__(routes, registry, config)
 
-    def _kind_of(self, tool_name: str) -> str:
-        tool = self.registry.get(tool_name)
-        return tool.kind if tool is not None else "other"
+    def _make_directory(self) -> Any:
+        return SyncDirectory(self.loop, self.thread)
 
-    def _build_roles(self) -> None:
-        d: Any = self.directory  # the role classes are typed for RoleDirectory
-        cfg = self.config
-        turn_config = TurnConfig(
-            system_prompt=cfg.system_prompt,
-            max_tokens=cfg.max_tokens,
-            max_requests_per_turn=cfg.max_requests_per_turn,
-            retry=cfg.retry,
-        )
-        executor_options: dict[str, Any] = {"workers": cfg.tool_workers, "timeout": cfg.tool_timeout}
-        if "client_fs_for" in inspect.signature(ToolExecutor.__init__).parameters:
-            executor_options["client_fs_for"] = self._client_fs.get
-        roles: dict[str, Any] = {
-            EMITTER: AcpEmitter(d, self.emitter_state),
-            EXECUTOR: ToolExecutor(d, self.executor_state, self.registry, self.scheduler,
-                                   **executor_options),
-            TRACKER: PreparationTracker(d, self.tracker_state, self._kind_of),
-            SUPERVISOR: SessionSupervisor(d, self.supervisor_state, self.routes,
-                                          self.registry.declarations(), self.scheduler, turn_config),
-        }
-        for role, actor in roles.items():
-            actor._actor_ref = _SyncRef(self.directory, role)  # never started: no thread, no inbox
-            self.directory.register(role, actor)
-        self.directory.register(READER, DirectReader(self.directory, self.loop, self.routes))
-
-    # --- the host API ---------------------------------------------------------------
-
-    def open_session(self, cwd: str | Path, sink: SessionSink, session_id: str | None = None,
-                     client_fs: Any = None) -> str:
-        session_id = session_id or f"sess_{uuid.uuid4().hex}"
-        with self._lock:
-            self._sessions.add(session_id)
-            if client_fs is not None:
-                self._client_fs[session_id] = client_fs
-        self.directory.tell(EMITTER, AttachSink(session_id, sink))
-        self.directory.tell(SUPERVISOR, SessionOpened(session_id, str(Path(cwd).resolve())))
-        return session_id
-
-    def has_session(self, session_id: str) -> bool:
-        with self._lock:
-            return session_id in self._sessions
-
-    def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
-        reply: Future[TurnResult] = Future()
-        self.directory.tell(SUPERVISOR, StartTurn(session_id, tuple(parts), reply))
-        return reply
-
-    def cancel(self, session_id: str) -> None:
-        self.directory.tell(SUPERVISOR, Cancel(session_id))
-
-    def close_session(self, session_id: str) -> None:
-        with self._lock:
-            self._sessions.discard(session_id)
-            self._client_fs.pop(session_id, None)
-        self.directory.tell(SUPERVISOR, SessionClosed(session_id))
-        self.directory.tell(EMITTER, DetachSink(session_id))
-
-    def shutdown(self, timeout: float = 10.0) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        pending: list[Future[TurnResult]] = []
-        for session in list(self.supervisor_state.sessions.values()):
-            if session.turn is not None:
-                pending.append(session.turn.reply)
-                self.directory.tell(SUPERVISOR, Cancel(session.session_id))
-        for reply in pending:
-            try:
-                reply.result(timeout=timeout)
-            except Exception as exc:
-                logger.warning("turn did not end at shutdown: %r", exc)
-
-        async def cancel_all() -> None:
-            reader: DirectReader = self.directory._targets[READER]
-            tasks = [t for _, t in reader.tasks.values()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        try:
-            asyncio.run_coroutine_threadsafe(cancel_all(), self.loop).result(timeout=timeout)
-        except Exception as exc:
-            logger.warning("closing streams at shutdown: %r", exc)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=timeout)
-        self.scheduler.stop()
+    def _start_roles(self) -> None:
+        d: Any = self.directory
+        self.reader_state.loop = self.loop
+        self.reader_state.thread = self.thread
+        self.executor_state.pool = _SyncPool()  # type: ignore[assignment]
+        for role, (cls, args, options) in self.role_specs().items():
+            actor = cls(d, *args, **options)  # never started: no thread, no inbox
+            actor._actor_ref = _SyncRef(d, role)  # type: ignore[assignment]
+            d.register(role, actor)
 
 
 # --- provider events without a network ---------------------------------------------------

@@ -156,13 +156,6 @@ class BeginAttempt:
 
 
 @dataclass(frozen=True, slots=True)
-class ChunkReceived:
-    session_id: str
-    attempt: int
-    chunk: GenerateContentResponse
-
-
-@dataclass(frozen=True, slots=True)
 class ChunksReceived:
     """Every chunk one loop iteration produced for an attempt, in order (one hop, not N)."""
 
@@ -238,16 +231,8 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True)
-class Frame:
-    """One ACP ``session/update`` payload for a session."""
-
-    session_id: str
-    update: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
 class Frames:
-    """Several frames written in order with one message (saves hops on bursts)."""
+    """A session's ACP ``session/update`` payloads, written in order by the emitter."""
 
     session_id: str
     updates: tuple[dict[str, Any], ...]

@@ -8,6 +8,7 @@ for all provider streams, one timer thread and a bounded tool pool.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import uuid
@@ -15,9 +16,10 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from actors.acp_emitter import AcpEmitter, EmitterState, SessionSink
-from actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER
+from actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, RoleActor
 from actors.directory import RoleDirectory
 from actors.preparation_tracker import PreparationTracker, TrackerState
 from actors.session_supervisor import SessionSupervisor, SupervisorState, TurnConfig
@@ -69,9 +71,7 @@ class Runtime:
         self.registry = registry or default_registry()
         self.routes = tuple(routes)
         self.scheduler = Scheduler()
-        self.directory = RoleDirectory(
-            max_restarts=self.config.max_restarts, within_seconds=self.config.restart_window
-        )
+        self.directory = self._make_directory()
         self.tracker_state = TrackerState()
         self.emitter_state = EmitterState()
         self.executor_state = ExecutorState()
@@ -83,12 +83,22 @@ class Runtime:
         self._closed = False
         self._start_roles()
 
+    def _make_directory(self) -> RoleDirectory:
+        return RoleDirectory(
+            max_restarts=self.config.max_restarts, within_seconds=self.config.restart_window
+        )
+
     def _kind_of(self, tool_name: str) -> str:
         tool = self.registry.get(tool_name)
         return tool.kind if tool is not None else "other"
 
-    def _start_roles(self) -> None:
-        d = self.directory
+    def role_specs(self) -> dict[str, tuple[type[RoleActor], tuple[Any, ...], dict[str, Any]]]:
+        """Each role's actor class and constructor arguments (after the directory).
+
+        One table serves both the actor runtime and anything that runs the same
+        handlers another way (the no-actor benchmark baseline), so the two
+        cannot drift apart.
+        """
         cfg = self.config
         turn_config = TurnConfig(
             system_prompt=cfg.system_prompt,
@@ -96,24 +106,34 @@ class Runtime:
             max_requests_per_turn=cfg.max_requests_per_turn,
             retry=cfg.retry,
         )
-        declarations = self.registry.declarations()
-        d.register(EMITTER, lambda: AcpEmitter.start(d, self.emitter_state))
-        d.register(
-            EXECUTOR,
-            lambda: ToolExecutor.start(
-                d, self.executor_state, self.registry, self.scheduler,
-                workers=cfg.tool_workers, timeout=cfg.tool_timeout,
-                client_fs_for=self._client_fs.get,
+        executor_options = {
+            "workers": cfg.tool_workers,
+            "timeout": cfg.tool_timeout,
+            "client_fs_for": self._client_fs.get,
+        }
+        return {
+            EMITTER: (AcpEmitter, (self.emitter_state,), {}),
+            EXECUTOR: (
+                ToolExecutor,
+                (self.executor_state, self.registry, self.scheduler),
+                executor_options,
             ),
-        )
-        d.register(TRACKER, lambda: PreparationTracker.start(d, self.tracker_state, self._kind_of))
-        d.register(READER, lambda: StreamReader.start(d, self.reader_state, self.routes))
-        d.register(
-            SUPERVISOR,
-            lambda: SessionSupervisor.start(
-                d, self.supervisor_state, self.routes, declarations, self.scheduler, turn_config
+            TRACKER: (PreparationTracker, (self.tracker_state, self._kind_of), {}),
+            READER: (StreamReader, (self.reader_state, self.routes), {}),
+            SUPERVISOR: (
+                SessionSupervisor,
+                (
+                    self.supervisor_state, self.routes, self.registry.declarations(),
+                    self.scheduler, turn_config,
+                ),
+                {},
             ),
-        )
+        }
+
+    def _start_roles(self) -> None:
+        d = self.directory
+        for role, (cls, args, options) in self.role_specs().items():
+            d.register(role, functools.partial(cls.start, d, *args, **options))
 
     # --- the host API ------------------------------------------------------------
 

@@ -4,38 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from actors.stream_reader import ModelRoute
+from benchmarks._harness import bench_registry, loopback_server
 from messages.content import TextPart
 from runtime.host import Runtime, RuntimeConfig
 from runtime.providers.factory import build_provider
-from runtime.tools.base import ToolContext, ToolOutput
-from runtime.tools.registry import ToolRegistry
-from tests.support.bench_server import bench_server
 from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
-
-
-class BenchTool:
-    name = "bench_tool"
-    description = "Writes nothing; returns at once"
-    parameters: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string"}}}
-    kind = "edit"
-
-    def title(self, args: Mapping[str, Any]) -> str:
-        return f"Edit {args.get('path')}"
-
-    def locations(self, args: Mapping[str, Any], cwd: Path) -> list[dict[str, Any]]:
-        return []
-
-    def needs_permission(self, args: Mapping[str, Any]) -> bool:
-        return False
-
-    def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return ToolOutput(llm_output="ok")
-
 
 RUNTIME_THREADS = ("toolprep-", "AcpEmitter", "ToolExecutor", "PreparationTracker", "StreamReader",
                    "SessionSupervisor")
@@ -66,10 +42,9 @@ def _run_sessions(runtime: Runtime, count: int, cwd: Path) -> tuple[int, list[Re
 
 
 def test_thousand_sessions_constant_threads(tmp_path: Path) -> None:
-    with bench_server(rate=0.0) as base_url:
-        registry = ToolRegistry()
-        registry.register(BenchTool())
-        provider = build_provider("anthropic", base_url=base_url, api_key="bench", max_retries=0)
+    with loopback_server(rate=0.0) as server:
+        registry = bench_registry()
+        provider = build_provider("anthropic", base_url=server.base_url, api_key="bench", max_retries=0)
         runtime = Runtime([ModelRoute(provider, "bench")], registry, RuntimeConfig(tool_workers=4))
         try:
             peak_small, _ = _run_sessions(runtime, 10, tmp_path)
