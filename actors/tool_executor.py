@@ -150,15 +150,13 @@ class ToolExecutor(RoleActor):
         )
         batch.context = context
         attempt, call_id = batch.attempt, request.call_id
-        me = self.actor_ref
+        directory = self.directory
         assert self.state.pool is not None
         future = self.state.pool.submit(tool.run, call.args, context)
 
         def done(f: Future[ToolOutput]) -> None:
-            try:
-                me.tell(ToolFinished(session_id, attempt, call_id, f))
-            except Exception:
-                self.directory.tell(EXECUTOR, ToolFinished(session_id, attempt, call_id, f))
+            # Through the directory, so a result outlives a restart of this role.
+            directory.tell(EXECUTOR, ToolFinished(session_id, attempt, call_id, f))
 
         future.add_done_callback(done)
         batch.timer = self.scheduler.call_later(

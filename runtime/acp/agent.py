@@ -16,7 +16,7 @@ from importlib import metadata
 from typing import Any
 
 from messages.turns import TurnResult
-from runtime.acp.errors import INVALID_PARAMS, RpcError
+from runtime.acp.errors import INVALID_PARAMS, RpcError, require
 from runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection
 from runtime.acp.prompt_content import prompt_to_parts
 from runtime.host import Runtime
@@ -120,15 +120,6 @@ def _permission_outcome(result: Any) -> PermissionOutcome:
     return "reject_once"
 
 
-def _require_str(params: Any, name: str) -> str:
-    if not isinstance(params, dict):
-        raise RpcError(INVALID_PARAMS, "Invalid params: expected an object")
-    value = params.get(name)
-    if not isinstance(value, str):
-        raise RpcError(INVALID_PARAMS, f"Invalid params: '{name}' must be a string")
-    return value
-
-
 class AcpAgent:
     def __init__(self, runtime: Runtime, connection: JsonRpcConnection) -> None:
         self.runtime = runtime
@@ -142,11 +133,7 @@ class AcpAgent:
         connection.on_notification("session/cancel", self.cancel)
 
     def initialize(self, params: Any, request_id: Any = None) -> dict[str, Any]:
-        if not isinstance(params, dict):
-            raise RpcError(INVALID_PARAMS, "Invalid params: expected an object")
-        version = params.get("protocolVersion")
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise RpcError(INVALID_PARAMS, "Invalid params: 'protocolVersion' must be an integer")
+        require(params, "protocolVersion", int)
         capabilities = params.get("clientCapabilities")
         self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
         return {
@@ -164,7 +151,7 @@ class AcpAgent:
         return {}
 
     def new_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
-        cwd = _require_str(params, "cwd")
+        cwd = require(params, "cwd", str)
         if not os.path.isabs(cwd):
             raise RpcError(INVALID_PARAMS, "Invalid params: 'cwd' must be an absolute path")
         if not os.path.isdir(cwd):
@@ -186,7 +173,7 @@ class AcpAgent:
         return {"sessionId": session_id}
 
     def _session(self, params: Any) -> str:
-        session_id = _require_str(params, "sessionId")
+        session_id = require(params, "sessionId", str)
         if not self.runtime.has_session(session_id):
             raise RpcError(SESSION_NOT_FOUND, f"Session not found: {session_id}")
         return session_id
