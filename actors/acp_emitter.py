@@ -15,9 +15,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from actors.base import EMITTER, RoleActor
-from actors.directory import RoleDirectory
-from messages.turns import (
+from toolprep.actors.base import EMITTER, RoleActor
+from toolprep.actors.directory import RoleDirectory
+from toolprep.messages.turns import (
     AskPermission,
     AttachSink,
     DeliverTurnResult,
@@ -25,7 +25,7 @@ from messages.turns import (
     Frames,
     TurnResult,
 )
-from runtime.tools.filters import card_suppressed
+from toolprep.runtime.tools.filters import card_suppressed
 
 logger = logging.getLogger(__name__)
 

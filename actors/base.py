@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 import pykka
 
-from actors.directory import RoleDirectory
-from messages.turns import ActorCrashed, CrashRole
+from toolprep.actors.directory import RoleDirectory
+from toolprep.messages.turns import ActorCrashed, CrashRole
 
 logger = logging.getLogger(__name__)
 

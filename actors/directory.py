@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 if TYPE_CHECKING:
-    from actors.base import RoleActor
+    from toolprep.actors.base import RoleActor
 
 logger = logging.getLogger(__name__)
 

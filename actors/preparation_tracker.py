@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.base import EMITTER, SUPERVISOR, TRACKER, RoleActor
-from actors.directory import RoleDirectory
-from messages import frames
-from messages.content import (
+from toolprep.actors.base import EMITTER, SUPERVISOR, TRACKER, RoleActor
+from toolprep.actors.directory import RoleDirectory
+from toolprep.messages import frames
+from toolprep.messages.content import (
     GenerateContentResponse,
     Content,
     FinishReason,
@@ -29,8 +29,8 @@ from messages.content import (
     ThoughtPart,
     Usage,
 )
-from messages.preparation import get_preparations
-from messages.turns import (
+from toolprep.messages.preparation import get_preparations
+from toolprep.messages.turns import (
     AttemptEnded,
     AttemptSucceeded,
     BeginAttempt,
@@ -43,7 +43,7 @@ from messages.turns import (
     StreamFailed,
     ToolCallRequest,
 )
-from runtime.tools.filters import card_suppressed
+from toolprep.runtime.tools.filters import card_suppressed
 
 logger = logging.getLogger(__name__)
 

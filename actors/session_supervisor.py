@@ -17,10 +17,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Literal
 
-from actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, RoleActor
-from actors.directory import RoleDirectory
-from actors.stream_reader import ModelRoute
-from messages.content import (
+from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, RoleActor
+from toolprep.actors.directory import RoleDirectory
+from toolprep.actors.stream_reader import ModelRoute
+from toolprep.messages.content import (
     Content,
     FinishReason,
     FunctionCallPart,
@@ -28,7 +28,7 @@ from messages.content import (
     FunctionResponsePart,
     Usage,
 )
-from messages.turns import (
+from toolprep.messages.turns import (
     ActorCrashed,
     AttemptEnded,
     AttemptSucceeded,
@@ -54,9 +54,9 @@ from messages.turns import (
     ToolsFinished,
     TurnResult,
 )
-from runtime.providers.base import ModelRequest, StreamError, ToolDeclaration
-from runtime.retry import RetryPolicy
-from runtime.scheduler import Scheduler
+from toolprep.runtime.providers.base import ModelRequest, StreamError, ToolDeclaration
+from toolprep.runtime.retry import RetryPolicy
+from toolprep.runtime.scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
 

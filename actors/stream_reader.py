@@ -16,12 +16,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from actors.base import READER, TRACKER, RoleActor
-from actors.directory import RoleDirectory
-from messages.content import GenerateContentResponse
-from messages.turns import ChunksReceived, CloseStream, OpenStream, StreamCompleted, StreamFailed
-from runtime.providers.base import ModelRequest, Provider, StreamError
-from runtime.threads import prestarted_pool
+from toolprep.actors.base import READER, TRACKER, RoleActor
+from toolprep.actors.directory import RoleDirectory
+from toolprep.messages.content import GenerateContentResponse
+from toolprep.messages.turns import ChunksReceived, CloseStream, OpenStream, StreamCompleted, StreamFailed
+from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
+from toolprep.runtime.threads import prestarted_pool
 
 logger = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from actors.base import EMITTER, EXECUTOR, SUPERVISOR, RoleActor
-from actors.directory import RoleDirectory
-from messages import frames
-from messages.turns import (
+from toolprep.actors.base import EMITTER, EXECUTOR, SUPERVISOR, RoleActor
+from toolprep.actors.directory import RoleDirectory
+from toolprep.messages import frames
+from toolprep.messages.turns import (
     AskPermission,
     CancelTools,
     ExecuteCalls,
@@ -33,10 +33,10 @@ from messages.turns import (
     ToolFinished,
     ToolsFinished,
 )
-from runtime.scheduler import Scheduler, TimerHandle
-from runtime.threads import prestarted_pool
-from runtime.tools.base import ClientFilesystem, PermissionOutcome, PermissionRequest, ToolContext, ToolError, ToolOutput
-from runtime.tools.registry import ToolRegistry
+from toolprep.runtime.scheduler import Scheduler, TimerHandle
+from toolprep.runtime.threads import prestarted_pool
+from toolprep.runtime.tools.base import ClientFilesystem, PermissionOutcome, PermissionRequest, ToolContext, ToolError, ToolOutput
+from toolprep.runtime.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
 

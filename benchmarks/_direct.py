@@ -34,17 +34,17 @@ from typing import Any, Literal
 
 import orjson
 
-from actors.stream_reader import ModelRoute
+from toolprep.actors.stream_reader import ModelRoute
 from benchmarks import sse_server
-from messages.content import GenerateContentResponse
-from runtime.host import Runtime, RuntimeConfig
-from runtime.providers.anthropic_adapter import AnthropicStreamAdapter
-from runtime.providers.anthropic_provider import build_messages_params
-from runtime.providers.base import ModelRequest
-from runtime.providers.openai_adapter import OpenAIStreamAdapter
-from runtime.providers.openai_provider import build_chat_params
-from runtime.providers.sse import SseDecoder
-from runtime.tools.registry import ToolRegistry
+from toolprep.messages.content import GenerateContentResponse
+from toolprep.runtime.host import Runtime, RuntimeConfig
+from toolprep.runtime.providers.anthropic_adapter import AnthropicStreamAdapter
+from toolprep.runtime.providers.anthropic_provider import build_messages_params
+from toolprep.runtime.providers.base import ModelRequest
+from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
+from toolprep.runtime.providers.openai_provider import build_chat_params
+from toolprep.runtime.providers.sse import SseDecoder
+from toolprep.runtime.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
 

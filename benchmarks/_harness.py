@@ -32,8 +32,8 @@ from typing import Any
 
 import orjson
 
-from runtime.tools.base import ToolContext, ToolKind, ToolOutput
-from runtime.tools.registry import ToolRegistry
+from toolprep.runtime.tools.base import ToolContext, ToolKind, ToolOutput
+from toolprep.runtime.tools.registry import ToolRegistry
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "benchmarks" / "reports"

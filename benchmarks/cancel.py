@@ -48,11 +48,11 @@ class _Session:
 
 def run(sessions: int, rounds: int, rate: float, provider_name: str, stagger_s: float,
         timeout_s: float) -> dict[str, Any]:
-    from actors.stream_reader import ModelRoute
-    from runtime.acp.agent import AcpAgent
-    from runtime.acp.jsonrpc import JsonRpcConnection
-    from runtime.host import Runtime
-    from runtime.providers.factory import build_provider
+    from toolprep.actors.stream_reader import ModelRoute
+    from toolprep.runtime.acp.agent import AcpAgent
+    from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+    from toolprep.runtime.host import Runtime
+    from toolprep.runtime.providers.factory import build_provider
 
     reply_ns: list[int] = []
     discard_ns: list[int] = []

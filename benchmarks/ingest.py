@@ -14,7 +14,7 @@ in one run so machine noise hits all of them alike (best of several rounds):
 - ``sdk_validate``  the same with pydantic validation (``validate_type``, the
                     SDK's ``_strict_response_validation`` path).
 
-The corpus is every recorded transcript in ``shared/fixtures/providers``
+The corpus is every recorded transcript in ``tests/fixtures/providers``
 (when present; streams that fail mid-way are left out) plus a synthetic
 tool-heavy turn per provider in the shape of real streams: a short
 thinking/text preamble, then two ``write_file`` calls whose arguments arrive
@@ -42,15 +42,15 @@ from typing import Any
 
 import orjson
 
-from runtime.providers.anthropic_adapter import AnthropicStreamAdapter
-from runtime.providers.openai_adapter import OpenAIStreamAdapter
-from runtime.providers.sse import decode_sse
+from toolprep.runtime.providers.anthropic_adapter import AnthropicStreamAdapter
+from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
+from toolprep.runtime.providers.sse import decode_sse
 
 Event = tuple[str | None, bytes]
 Stream = list[Event]
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "providers"
+FIXTURES = ROOT / "tests" / "fixtures" / "providers"
 DEFAULT_OUT = ROOT / "benchmarks" / "reports" / "ingest.json"
 TARGET_RATIO = 2.0
 

@@ -73,7 +73,7 @@ class PooledProvider:
 
 def build_bench_provider(name: str, base_url: str, sessions: int, pools: int, keepalive: int | None) -> Any:
     """The production provider (``pools == 1`` and no ``keepalive``), or the pooled what-if."""
-    from runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
+    from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 
     if pools <= 1 and keepalive is None:
         return build_provider(name, base_url=base_url, api_key="bench", max_retries=0)
@@ -117,11 +117,11 @@ def run_child(mode: str, sessions: int, rate: float, duration: float, provider_n
 
     if gc_threshold:
         gc.set_threshold(*gc_threshold)
-    from actors.stream_reader import ModelRoute
+    from toolprep.actors.stream_reader import ModelRoute
     from benchmarks._direct import DirectRuntime, InProcessProvider
-    from runtime.acp.agent import AcpAgent
-    from runtime.acp.jsonrpc import JsonRpcConnection
-    from runtime.host import Runtime
+    from toolprep.runtime.acp.agent import AcpAgent
+    from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+    from toolprep.runtime.host import Runtime
 
     gc_pauses = h.GcPauses().install()
     threads_before = h.os_threads()

@@ -85,12 +85,12 @@ def _top_growth(before: Any, after: Any, limit: int = 15) -> list[dict[str, Any]
 def run(turns: int, sessions: int, per_session: int, rate: float, provider_name: str,
         samples: int, warmup_share: float, timeout_s: float, trace: bool = False,
         tool_timeout: float | None = None, malloc_trim: bool = False) -> dict[str, Any]:
-    from actors.stream_reader import ModelRoute
-    from messages.preparation import tracked_response_count
-    from runtime.acp.agent import AcpAgent
-    from runtime.acp.jsonrpc import JsonRpcConnection
-    from runtime.host import Runtime, RuntimeConfig
-    from runtime.providers.factory import build_provider
+    from toolprep.actors.stream_reader import ModelRoute
+    from toolprep.messages.preparation import tracked_response_count
+    from toolprep.runtime.acp.agent import AcpAgent
+    from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+    from toolprep.runtime.host import Runtime, RuntimeConfig
+    from toolprep.runtime.providers.factory import build_provider
 
     lock = threading.Lock()
     counters = {"started": 0, "done": 0, "errors": 0, "sessions_opened": 0, "sessions_closed": 0}

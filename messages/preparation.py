@@ -14,7 +14,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 
-from messages.content import GenerateContentResponse
+from toolprep.messages.content import GenerateContentResponse
 
 
 @dataclass(frozen=True, slots=True)

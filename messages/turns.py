@@ -11,10 +11,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from messages.content import Content, FinishReason, FunctionCall, GenerateContentResponse, Part, Usage
+from toolprep.messages.content import Content, FinishReason, FunctionCall, GenerateContentResponse, Part, Usage
 
 if TYPE_CHECKING:
-    from runtime.providers.base import ModelRequest, StreamError
+    from toolprep.runtime.providers.base import ModelRequest, StreamError
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 EndReason = Literal["retry", "model_fallback", "cancel", "stream_error", "crash", "completed", "shutdown"]

@@ -8,7 +8,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from runtime.config import build_routes, resolve_settings
+from toolprep.runtime.config import build_routes, resolve_settings
 
 
 def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,12 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_acp(args: argparse.Namespace) -> int:
-    from runtime.acp.agent import AcpAgent
-    from runtime.acp.jsonrpc import JsonRpcConnection
-    from runtime.host import Runtime, RuntimeConfig
-    from runtime.retry import RetryPolicy
-    from runtime.tools.config import ToolConfig
-    from runtime.tools.registry import default_registry
+    from toolprep.runtime.acp.agent import AcpAgent
+    from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+    from toolprep.runtime.host import Runtime, RuntimeConfig
+    from toolprep.runtime.retry import RetryPolicy
+    from toolprep.runtime.tools.config import ToolConfig
+    from toolprep.runtime.tools.registry import default_registry
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "acp":
         return run_acp(args)
-    from runtime.demo import run_demo
+    from toolprep.runtime.demo import run_demo
 
     return run_demo(json_output=args.json, replay_file=args.replay)
 

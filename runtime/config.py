@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from actors.stream_reader import ModelRoute
-from runtime.providers.base import Provider
+from toolprep.actors.stream_reader import ModelRoute
+from toolprep.runtime.providers.base import Provider
 
 ProviderName = Literal["anthropic", "openai", "replay"]
 
@@ -79,11 +79,11 @@ def build_routes(settings: ProviderSettings) -> list[ModelRoute]:
     """One route per model in the fallback chain, all on the chosen provider."""
     provider: Provider
     if settings.provider == "replay":
-        from runtime.providers.replay import ReplayProvider
+        from toolprep.runtime.providers.replay import ReplayProvider
 
         provider = ReplayProvider.from_script(settings.replay_file)
     else:
-        from runtime.providers.factory import build_provider
+        from toolprep.runtime.providers.factory import build_provider
 
         provider = build_provider(
             settings.provider, base_url=settings.base_url, max_retries=settings.max_retries

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors.acp_emitter import AcpEmitter, EmitterState, SessionSink
-from actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, RoleActor
-from actors.directory import RoleDirectory
-from actors.preparation_tracker import PreparationTracker, TrackerState
-from actors.session_supervisor import SessionSupervisor, SupervisorState, TurnConfig
-from actors.stream_reader import ModelRoute, ReaderState, StreamReader
-from actors.tool_executor import ExecutorState, ToolExecutor
-from messages.content import Part
-from messages.turns import (
+from toolprep.actors.acp_emitter import AcpEmitter, EmitterState, SessionSink
+from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, RoleActor
+from toolprep.actors.directory import RoleDirectory
+from toolprep.actors.preparation_tracker import PreparationTracker, TrackerState
+from toolprep.actors.session_supervisor import SessionSupervisor, SupervisorState, TurnConfig
+from toolprep.actors.stream_reader import ModelRoute, ReaderState, StreamReader
+from toolprep.actors.tool_executor import ExecutorState, ToolExecutor
+from toolprep.messages.content import Part
+from toolprep.messages.turns import (
     AttachSink,
     Cancel,
     CrashRole,
@@ -35,10 +35,10 @@ from messages.turns import (
     StartTurn,
     TurnResult,
 )
-from runtime.retry import RetryPolicy
-from runtime.scheduler import Scheduler
-from runtime.tools.base import ClientFilesystem
-from runtime.tools.registry import ToolRegistry, default_registry
+from toolprep.runtime.retry import RetryPolicy
+from toolprep.runtime.scheduler import Scheduler
+from toolprep.runtime.tools.base import ClientFilesystem
+from toolprep.runtime.tools.registry import ToolRegistry, default_registry
 
 logger = logging.getLogger(__name__)
 

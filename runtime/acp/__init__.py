@@ -4,7 +4,7 @@ The transport names are re-exported here; the agent (``runtime.acp.agent``)
 is not, so importing the transport does not pull in the whole runtime.
 """
 
-from runtime.acp.errors import (
+from toolprep.runtime.acp.errors import (
     AUTH_REQUIRED,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -19,7 +19,7 @@ from runtime.acp.errors import (
     require,
     require_object,
 )
-from runtime.acp.jsonrpc import (
+from toolprep.runtime.acp.jsonrpc import (
     DEFAULT_MAX_LINE_BYTES,
     DEFERRED,
     JsonRpcConnection,

@@ -15,12 +15,12 @@ from concurrent.futures import Future
 from importlib import metadata
 from typing import Any
 
-from messages.turns import TurnResult
-from runtime.acp.errors import INVALID_PARAMS, RpcError, require
-from runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection
-from runtime.acp.prompt_content import prompt_to_parts
-from runtime.host import Runtime
-from runtime.tools.base import PermissionOutcome, ToolError
+from toolprep.messages.turns import TurnResult
+from toolprep.runtime.acp.errors import INVALID_PARAMS, RpcError, require
+from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection
+from toolprep.runtime.acp.prompt_content import prompt_to_parts
+from toolprep.runtime.host import Runtime
+from toolprep.runtime.tools.base import PermissionOutcome, ToolError
 
 logger = logging.getLogger(__name__)
 

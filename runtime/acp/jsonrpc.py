@@ -45,7 +45,7 @@ from typing import IO, Any, Final, Self, TypeAlias
 
 import orjson
 
-from runtime.acp.errors import (
+from toolprep.runtime.acp.errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,

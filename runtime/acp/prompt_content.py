@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from messages.content import Part, TextPart
-from runtime.acp.errors import RpcError, INVALID_PARAMS
+from toolprep.messages.content import Part, TextPart
+from toolprep.runtime.acp.errors import RpcError, INVALID_PARAMS
 
 
 def prompt_to_parts(prompt: Any) -> tuple[Part, ...]:

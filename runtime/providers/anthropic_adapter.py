@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from messages.content import (
+from toolprep.messages.content import (
     FinishReason,
     FunctionCall,
     FunctionCallPart,
@@ -47,11 +47,11 @@ from messages.content import (
     ThoughtPart,
     Usage,
 )
-from messages.preparation import ToolCallPreparation, set_preparations
-from runtime.providers.base import StreamError
-from runtime.providers.chunks import chunk, text_chunk, thought_chunk
-from runtime.providers.errors import anthropic_error_kind, malformed
-from runtime.providers.json_args import ArgumentsError, parse_arguments
+from toolprep.messages.preparation import ToolCallPreparation, set_preparations
+from toolprep.runtime.providers.base import StreamError
+from toolprep.runtime.providers.chunks import chunk, text_chunk, thought_chunk
+from toolprep.runtime.providers.errors import anthropic_error_kind, malformed
+from toolprep.runtime.providers.json_args import ArgumentsError, parse_arguments
 
 __all__ = ["REDACTED_THINKING_PREFIX", "STOP_REASONS", "AnthropicStreamAdapter"]
 

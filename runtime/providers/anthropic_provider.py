@@ -19,7 +19,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from messages.content import (
+from toolprep.messages.content import (
     Content,
     FunctionCallPart,
     FunctionResponsePart,
@@ -27,10 +27,10 @@ from messages.content import (
     TextPart,
     ThoughtPart,
 )
-from runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX, AnthropicStreamAdapter
-from runtime.providers.base import ModelRequest, StreamError
-from runtime.providers.history import MISSING_RESULT, tool_result_text
-from runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
+from toolprep.runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX, AnthropicStreamAdapter
+from toolprep.runtime.providers.base import ModelRequest, StreamError
+from toolprep.runtime.providers.history import MISSING_RESULT, tool_result_text
+from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
 
 __all__ = ["AnthropicProvider", "build_messages_params"]
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from messages.content import Content, GenerateContentResponse
+from toolprep.messages.content import Content, GenerateContentResponse
 
 
 @dataclass(frozen=True, slots=True)

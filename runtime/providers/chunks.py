@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from messages.content import (
+from toolprep.messages.content import (
     Candidate,
     Content,
     FinishReason,

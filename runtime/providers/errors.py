@@ -21,7 +21,7 @@ import email.utils
 import time
 from collections.abc import Mapping
 
-from runtime.providers.base import StreamError
+from toolprep.runtime.providers.base import StreamError
 
 __all__ = [
     "anthropic_error_kind",

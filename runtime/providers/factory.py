@@ -16,9 +16,9 @@ import anthropic
 import httpx2
 import openai
 
-from runtime.providers.anthropic_provider import AnthropicProvider
-from runtime.providers.base import Provider
-from runtime.providers.openai_provider import OpenAIProvider
+from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
+from toolprep.runtime.providers.base import Provider
+from toolprep.runtime.providers.openai_provider import OpenAIProvider
 
 __all__ = ["DEFAULT_TIMEOUT", "build_provider"]
 

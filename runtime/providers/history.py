@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from messages.content import FunctionResponse
+from toolprep.messages.content import FunctionResponse
 
 __all__ = ["MISSING_RESULT", "tool_result_text"]
 

@@ -25,7 +25,7 @@ import httpx2
 import openai
 import orjson
 
-from messages.content import (
+from toolprep.messages.content import (
     Content,
     FunctionCallPart,
     FunctionResponsePart,
@@ -33,10 +33,10 @@ from messages.content import (
     TextPart,
     ThoughtPart,
 )
-from runtime.providers.base import ModelRequest, StreamError
-from runtime.providers.history import MISSING_RESULT, tool_result_text
-from runtime.providers.openai_adapter import OpenAIStreamAdapter
-from runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
+from toolprep.runtime.providers.base import ModelRequest, StreamError
+from toolprep.runtime.providers.history import MISSING_RESULT, tool_result_text
+from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
+from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
 
 __all__ = ["MaxTokensField", "OpenAIProvider", "build_chat_params"]
 

@@ -65,8 +65,8 @@ import httpx2
 import openai
 import orjson
 
-from runtime.providers.anthropic_provider import AnthropicProvider
-from runtime.providers.openai_provider import OpenAIProvider
+from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
+from toolprep.runtime.providers.openai_provider import OpenAIProvider
 
 __all__ = [
     "ReplayProvider",
@@ -190,7 +190,7 @@ class ReplayScript:
     def load(cls, path: str | Path | None = None) -> ReplayScript:
         """Read a script file, or the packaged default script when ``path`` is None."""
         if path is None:
-            base: Traversable = importlib.resources.files("runtime").joinpath("replay")
+            base: Traversable = importlib.resources.files("toolprep.runtime").joinpath("replay")
             return cls.from_dict(orjson.loads(base.joinpath("default.json").read_bytes()), base)
         file = Path(path)
         try:
@@ -201,7 +201,7 @@ class ReplayScript:
 
 
 def default_script_path() -> Traversable:
-    return importlib.resources.files("runtime").joinpath("replay").joinpath("default.json")
+    return importlib.resources.files("toolprep.runtime").joinpath("replay").joinpath("default.json")
 
 
 # --- choosing a response for a request ---------------------------------------------

@@ -24,10 +24,10 @@ from typing import Any, Protocol
 
 import httpx2
 
-from messages.content import GenerateContentResponse
-from runtime.providers.base import StreamError
-from runtime.providers.errors import status_error
-from runtime.providers.sse import SseDecoder
+from toolprep.messages.content import GenerateContentResponse
+from toolprep.runtime.providers.base import StreamError
+from toolprep.runtime.providers.errors import status_error
+from toolprep.runtime.providers.sse import SseDecoder
 
 __all__ = ["StreamAdapter", "pump_sse", "sdk_status_error", "transport_error"]
 

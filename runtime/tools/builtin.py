@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, overload
 
-from runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
-from runtime.tools.config import ToolConfig
-from runtime.tools.permissions import ensure_permission
-from runtime.tools.validation import validate_args
+from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
+from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.permissions import ensure_permission
+from toolprep.runtime.tools.validation import validate_args
 
 
 class BuiltinTool:

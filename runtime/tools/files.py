@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
-from runtime.tools.acp_shapes import code_block, diff_content, location, text_content
-from runtime.tools.base import ClientFilesystem, ToolContext, ToolError, ToolKind, ToolOutput
-from runtime.tools.builtin import BuiltinTool, int_arg, str_arg
-from runtime.tools.paths import display_path, resolve_path, title_path
+from toolprep.runtime.tools.acp_shapes import code_block, diff_content, location, text_content
+from toolprep.runtime.tools.base import ClientFilesystem, ToolContext, ToolError, ToolKind, ToolOutput
+from toolprep.runtime.tools.builtin import BuiltinTool, int_arg, str_arg
+from toolprep.runtime.tools.paths import display_path, resolve_path, title_path
 
 _SNIFF_BYTES = 8192
 _BLOCK = 64 * 1024

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from runtime.tools.acp_shapes import code_block, location, text_content
-from runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
-from runtime.tools.builtin import BuiltinTool, shorten, str_arg
-from runtime.tools.paths import display_path, resolve_path, session_root, title_path
-from runtime.tools.walk import glob_regex, split_glob, walk
+from toolprep.runtime.tools.acp_shapes import code_block, location, text_content
+from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
+from toolprep.runtime.tools.builtin import BuiltinTool, shorten, str_arg
+from toolprep.runtime.tools.paths import display_path, resolve_path, session_root, title_path
+from toolprep.runtime.tools.walk import glob_regex, split_glob, walk
 
 
 def base_location(args: Mapping[str, Any], cwd: Path, key: str = "path") -> list[dict[str, Any]]:

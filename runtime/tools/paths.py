@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from runtime.tools.base import ToolError
+from toolprep.runtime.tools.base import ToolError
 
 
 def session_root(cwd: Path | str) -> Path:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.tools.base import PermissionRequest, ToolContext, ToolError, ToolKind
+from toolprep.runtime.tools.base import PermissionRequest, ToolContext, ToolError, ToolKind
 
 ALLOWED_OUTCOMES = frozenset({"allow_once", "allow_always"})
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import copy
 import re
 
-from runtime.providers.base import ToolDeclaration
-from runtime.tools.base import Tool
-from runtime.tools.config import ToolConfig
-from runtime.tools.files import ReadFileTool, WriteFileTool
-from runtime.tools.listing import GlobTool, ListDirectoryTool
-from runtime.tools.search import SearchTool
-from runtime.tools.shell import RunShellCommandTool
-from runtime.tools.todo import TodoWriteTool
+from toolprep.runtime.providers.base import ToolDeclaration
+from toolprep.runtime.tools.base import Tool
+from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.files import ReadFileTool, WriteFileTool
+from toolprep.runtime.tools.listing import GlobTool, ListDirectoryTool
+from toolprep.runtime.tools.search import SearchTool
+from toolprep.runtime.tools.shell import RunShellCommandTool
+from toolprep.runtime.tools.todo import TodoWriteTool
 
 # What both Anthropic and OpenAI accept as a function name.
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -15,12 +15,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from runtime.tools.acp_shapes import code_block, text_content
-from runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
-from runtime.tools.builtin import BuiltinTool, shorten, str_arg
-from runtime.tools.listing import base_location
-from runtime.tools.paths import resolve_path, session_root, title_path
-from runtime.tools.walk import glob_regex, walk
+from toolprep.runtime.tools.acp_shapes import code_block, text_content
+from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
+from toolprep.runtime.tools.builtin import BuiltinTool, shorten, str_arg
+from toolprep.runtime.tools.listing import base_location
+from toolprep.runtime.tools.paths import resolve_path, session_root, title_path
+from toolprep.runtime.tools.walk import glob_regex, walk
 
 _SNIFF_BYTES = 8192
 

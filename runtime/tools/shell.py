@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from runtime.tools.acp_shapes import code_block, text_content
-from runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
-from runtime.tools.builtin import BuiltinTool, shorten, str_arg
-from runtime.tools.capture import HeadTailBuffer
+from toolprep.runtime.tools.acp_shapes import code_block, text_content
+from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
+from toolprep.runtime.tools.builtin import BuiltinTool, shorten, str_arg
+from toolprep.runtime.tools.capture import HeadTailBuffer
 
 _POLL_S = 0.05
 _DRAIN_S = 0.25

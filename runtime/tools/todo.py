@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from runtime.tools.acp_shapes import PlanPriority, PlanStatus, plan_entry
-from runtime.tools.base import ToolContext, ToolKind, ToolOutput
-from runtime.tools.builtin import BuiltinTool
+from toolprep.runtime.tools.acp_shapes import PlanPriority, PlanStatus, plan_entry
+from toolprep.runtime.tools.base import ToolContext, ToolKind, ToolOutput
+from toolprep.runtime.tools.builtin import BuiltinTool
 
 _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runtime.tools.base import ToolError
+from toolprep.runtime.tools.base import ToolError
 
 _TYPE_NAMES = {
     dict: "object",

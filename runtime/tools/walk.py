@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.tools.base import ToolError
-from runtime.tools.paths import is_within, session_root
+from toolprep.runtime.tools.base import ToolError
+from toolprep.runtime.tools.paths import is_within, session_root
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn"})
 _MAGIC = re.compile(r"[*?\[{]")

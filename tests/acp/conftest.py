@@ -36,7 +36,7 @@ def agent_command(kind: str, server: FakeProviderServer, *extra: str) -> tuple[l
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["ANTHROPIC_API_KEY" if kind == "anthropic" else "OPENAI_API_KEY"] = "test-key"
     command = [
-        sys.executable, "-m", "runtime.cli", "acp", "--provider", kind,
+        sys.executable, "-m", "toolprep.runtime.cli", "acp", "--provider", kind,
         "--base-url", provider_base_url(kind, server), "--max-retries", "2", *extra,
     ]
     return command, env

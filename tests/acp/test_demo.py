@@ -14,7 +14,7 @@ from tests.support.runtime_harness import check_cards, lifecycle
 
 def test_demo_json_shows_preparing_retry_discard_and_cancel() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "demo", "--json"], cwd=REPO, capture_output=True,
+        [sys.executable, "-m", "toolprep.runtime.cli", "demo", "--json"], cwd=REPO, capture_output=True,
         timeout=120, check=True,
     )
     messages = [orjson.loads(line) for line in done.stdout.splitlines()]
@@ -29,7 +29,7 @@ def test_demo_json_shows_preparing_retry_discard_and_cancel() -> None:
 
 def test_demo_timeline_is_readable() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "demo"], cwd=REPO, capture_output=True, text=True,
+        [sys.executable, "-m", "toolprep.runtime.cli", "demo"], cwd=REPO, capture_output=True, text=True,
         timeout=120, check=True,
     )
     out = done.stdout

@@ -20,7 +20,7 @@ from typing import IO, Any
 import orjson
 import pytest
 
-from runtime.acp.jsonrpc import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
 
 TIMEOUT = 5.0
 ECHO_AGENT = Path(__file__).with_name("echo_agent.py")

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection
 from tests.acp_transport.conftest import TIMEOUT, WireFactory
 
 THREADS = 8

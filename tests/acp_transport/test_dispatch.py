@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from runtime.acp.errors import (
+from toolprep.runtime.acp.errors import (
     INTERNAL_ERROR,
     REQUEST_CANCELLED,
     ConnectionClosed,
     RpcError,
     require,
 )
-from runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, build_error, build_response
+from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, build_error, build_response
 from tests.acp_transport.conftest import TIMEOUT, WireFactory
 
 Linked = Callable[..., tuple[JsonRpcConnection, JsonRpcConnection]]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runtime.acp.errors import (
+from toolprep.runtime.acp.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from runtime.acp.errors import ConnectionClosed
-from runtime.acp.jsonrpc import JsonRpcConnection
+from toolprep.runtime.acp.errors import ConnectionClosed
+from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
 from tests.acp_transport.conftest import TIMEOUT, WireFactory, pipe_pair
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from messages.content import TextPart
-from runtime.tools.config import ToolConfig
-from runtime.tools.registry import default_registry
+from toolprep.messages.content import TextPart
+from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.registry import default_registry
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import ScriptedResponse
 from tests.support.runtime_harness import Harness, RecordingSink, check_cards, harness, lifecycle
@@ -70,7 +70,7 @@ def test_read_timeout_mid_stream_is_a_retryable_failure(tmp_path: Path) -> None:
 @pytest.mark.parametrize("phase", ["streaming", "tools", "backoff", "idle"])
 def test_cancel_storm_in_every_phase(phase: str, tmp_path: Path) -> None:
     kind = "anthropic"
-    from runtime.retry import RetryPolicy
+    from toolprep.runtime.retry import RetryPolicy
 
     policy = RetryPolicy(max_retries=2, base_delay=2.0, jitter=0.0, max_delay=2.0)
     with harness(kind, tmp_path, retry=policy) as h:

@@ -11,20 +11,20 @@ from typing import Any
 import anthropic
 import openai
 
-from messages.content import (
+from toolprep.messages.content import (
     FunctionCallPart,
     GenerateContentResponse,
     TextPart,
     ThoughtPart,
 )
-from messages.preparation import get_preparations
-from runtime.providers.anthropic_provider import AnthropicProvider
-from runtime.providers.base import ModelRequest, Provider, StreamError
-from runtime.providers.openai_provider import OpenAIProvider
-from runtime.providers.sse import decode_sse
+from toolprep.messages.preparation import get_preparations
+from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
+from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
+from toolprep.runtime.providers.openai_provider import OpenAIProvider
+from toolprep.runtime.providers.sse import decode_sse
+from tests.support.fixtures import PROVIDER_TRANSCRIPTS
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "providers"
+FIXTURES = PROVIDER_TRANSCRIPTS
 
 
 def summarize(chunk: GenerateContentResponse) -> tuple[str, ...]:

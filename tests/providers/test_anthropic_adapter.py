@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from messages.content import FinishReason, GenerateContentResponse, response_to_dict
-from messages.preparation import get_preparations
-from runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX, AnthropicStreamAdapter
-from runtime.providers.base import StreamError
-from runtime.providers.sse import decode_sse
+from toolprep.messages.content import FinishReason, GenerateContentResponse, response_to_dict
+from toolprep.messages.preparation import get_preparations
+from toolprep.runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX, AnthropicStreamAdapter
+from toolprep.runtime.providers.base import StreamError
+from toolprep.runtime.providers.sse import decode_sse
 from tests.providers.helpers import flat, run_adapter, summarize, summarize_all
 from tests.support.fake_provider import anthropic_sse
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from messages.content import (
+from toolprep.messages.content import (
     FinishReason,
     TextPart,
     ThoughtPart,
@@ -14,8 +14,8 @@ from messages.content import (
     model_chunk,
     response_to_dict,
 )
-from messages.preparation import ToolCallPreparation, get_preparations, set_preparations
-from runtime.providers.chunks import chunk, text_chunk, thought_chunk
+from toolprep.messages.preparation import ToolCallPreparation, get_preparations, set_preparations
+from toolprep.runtime.providers.chunks import chunk, text_chunk, thought_chunk
 
 
 def test_text_chunk_equals_model_chunk() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from messages.content import Content, TextPart
-from runtime.providers.base import ModelRequest, Provider, ToolDeclaration
+from toolprep.messages.content import Content, TextPart
+from toolprep.runtime.providers.base import ModelRequest, Provider, ToolDeclaration
 from tests.providers.helpers import (
     FIXTURES,
     anthropic_provider,

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from messages.content import Content, GenerateContentResponse, TextPart
-from runtime.providers.base import ModelRequest, Provider, StreamError
-from runtime.providers.factory import build_provider
+from toolprep.messages.content import Content, GenerateContentResponse, TextPart
+from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
+from toolprep.runtime.providers.factory import build_provider
 from tests.providers.helpers import anthropic_provider, collect, openai_provider, text_of
 from tests.support.fake_provider import (
     FakeProviderServer,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from messages.content import (
+from toolprep.messages.content import (
     Content,
     FunctionCall,
     FunctionCallPart,
@@ -20,11 +20,11 @@ from messages.content import (
     Part,
     TextPart,
 )
-from messages.preparation import get_preparations
-from runtime.providers.anthropic_provider import AnthropicProvider
-from runtime.providers.base import ModelRequest, StreamError
-from runtime.providers.openai_provider import OpenAIProvider
-from runtime.providers.replay import ReplayProvider, ReplayScript, ReplayTransport
+from toolprep.messages.preparation import get_preparations
+from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
+from toolprep.runtime.providers.base import ModelRequest, StreamError
+from toolprep.runtime.providers.openai_provider import OpenAIProvider
+from toolprep.runtime.providers.replay import ReplayProvider, ReplayScript, ReplayTransport
 from tests.providers.helpers import collect, flat, text_of
 from tests.support.fake_provider import openai_sse
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from messages.content import (
+from toolprep.messages.content import (
     Content,
     FunctionCall,
     FunctionCallPart,
@@ -15,9 +15,9 @@ from messages.content import (
     TextPart,
     ThoughtPart,
 )
-from runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX
-from runtime.providers.base import ModelRequest, ToolDeclaration
-from runtime.providers.openai_provider import OpenAIProvider, build_chat_params
+from toolprep.runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX
+from toolprep.runtime.providers.base import ModelRequest, ToolDeclaration
+from toolprep.runtime.providers.openai_provider import OpenAIProvider, build_chat_params
 from tests.providers.helpers import anthropic_provider, collect, openai_provider
 from tests.support.fake_provider import (
     FakeProviderServer,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.providers.sse import SseDecoder, decode_sse
+from toolprep.runtime.providers.sse import SseDecoder, decode_sse
 from tests.providers.helpers import FIXTURES
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER
+from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER
 from tests.runtime import scenarios as sc
 from tests.support.runtime_harness import (
     RecordingSink,

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.base import EXECUTOR, READER, SUPERVISOR, TRACKER
+from toolprep.actors.base import EXECUTOR, READER, SUPERVISOR, TRACKER
 from tests.runtime import scenarios as sc
 from tests.support.runtime_harness import (
     TURN_END,

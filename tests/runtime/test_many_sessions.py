@@ -6,11 +6,11 @@ import threading
 import time
 from pathlib import Path
 
-from actors.stream_reader import ModelRoute
+from toolprep.actors.stream_reader import ModelRoute
 from benchmarks._harness import bench_registry, loopback_server
-from messages.content import TextPart
-from runtime.host import Runtime, RuntimeConfig
-from runtime.providers.factory import build_provider
+from toolprep.messages.content import TextPart
+from toolprep.runtime.host import Runtime, RuntimeConfig
+from toolprep.runtime.providers.factory import build_provider
 from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
 
 RUNTIME_THREADS = ("toolprep-", "AcpEmitter", "ToolExecutor", "PreparationTracker", "StreamReader",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.retry import RetryPolicy
+from toolprep.runtime.retry import RetryPolicy
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import ScriptedResponse
 from tests.support.runtime_harness import check_cards, harness, lifecycle

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from runtime.scheduler import Scheduler
+from toolprep.runtime.scheduler import Scheduler
 
 
 def test_actions_run_in_due_order() -> None:

@@ -11,13 +11,13 @@ import jsonschema
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-SCHEMA_PATH = SHARED / "acp-schema" / "v1" / "schema.json"
+from tests.support.fixtures import ACP_SCHEMA_PATH
+
 
 
 @functools.cache
 def _schema() -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
+    schema: dict[str, Any] = json.loads(ACP_SCHEMA_PATH.read_text(encoding="utf-8"))
     return schema
 
 

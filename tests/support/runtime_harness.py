@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors.stream_reader import ModelRoute
-from messages.content import TextPart
-from messages.turns import TurnResult
-from runtime.host import Runtime, RuntimeConfig
-from runtime.providers.factory import build_provider
-from runtime.retry import RetryPolicy
-from runtime.tools.base import ToolContext, ToolError, ToolOutput
-from runtime.tools.registry import ToolRegistry, default_registry
+from toolprep.actors.stream_reader import ModelRoute
+from toolprep.messages.content import TextPart
+from toolprep.messages.turns import TurnResult
+from toolprep.runtime.host import Runtime, RuntimeConfig
+from toolprep.runtime.providers.factory import build_provider
+from toolprep.runtime.retry import RetryPolicy
+from toolprep.runtime.tools.base import ToolContext, ToolError, ToolOutput
+from toolprep.runtime.tools.registry import ToolRegistry, default_registry
 from tests.support.acp_schema import validate_update
 from tests.support.fake_provider import FakeProviderServer
 

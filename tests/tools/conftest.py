@@ -1,9 +1,4 @@
-"""Fixtures for the tool tests: a project dir with a neighbour outside it, and the ACP schema.
-
-The official ACP schema lives in the ``shared/`` directory next to the repository
-checkout; it is located relative to this file so the tests run wherever the
-checkout is.
-"""
+"""Fixtures for the tool tests: a project dir with a neighbour outside it, and the ACP schema."""
 
 from __future__ import annotations
 
@@ -15,40 +10,15 @@ from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_PATH = REPO_ROOT.parent / "shared" / "acp-schema" / "v1" / "schema.json"
-
-# The package is not installed into the venv; make ``import runtime`` work however pytest is run.
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from runtime.tools.base import PermissionOutcome, PermissionRequest, ToolContext
+from tests.support.acp_schema import validate
+from toolprep.runtime.tools.base import PermissionOutcome, PermissionRequest, ToolContext
 
 Validate = Callable[[str, Any], None]
 
 
 @pytest.fixture(scope="session")
-def acp_schema() -> dict[str, Any]:
-    if not SCHEMA_PATH.is_file():
-        pytest.skip(f"ACP schema not found at {SCHEMA_PATH}")
-    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    return schema
-
-
-@pytest.fixture(scope="session")
-def acp_validate(acp_schema: dict[str, Any]) -> Validate:
+def acp_validate() -> Validate:
     """``acp_validate("ToolCallContent", item)`` raises if ``item`` is not valid ACP."""
-    from jsonschema import Draft202012Validator
-
-    validators: dict[str, Draft202012Validator] = {}
-
-    def validate(definition: str, instance: Any) -> None:
-        assert definition in acp_schema["$defs"], definition
-        if definition not in validators:
-            wrapper = {"$defs": acp_schema["$defs"], "$ref": f"#/$defs/{definition}"}
-            validators[definition] = Draft202012Validator(wrapper)
-        validators[definition].validate(instance)
-
     return validate
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from runtime.tools.base import ToolContext, ToolError
-from runtime.tools.config import ToolConfig
-from runtime.tools.files import ReadFileTool, WriteFileTool
+from toolprep.runtime.tools.base import ToolContext, ToolError
+from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.files import ReadFileTool, WriteFileTool
 
 Validate = Any
 

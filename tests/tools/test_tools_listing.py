@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from runtime.tools.base import ToolContext, ToolError
-from runtime.tools.config import ToolConfig
-from runtime.tools.listing import GlobTool, ListDirectoryTool
-from runtime.tools.search import SearchTool
-from runtime.tools.walk import glob_regex
+from toolprep.runtime.tools.base import ToolContext, ToolError
+from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.listing import GlobTool, ListDirectoryTool
+from toolprep.runtime.tools.search import SearchTool
+from toolprep.runtime.tools.walk import glob_regex
 
 Validate = Any
 

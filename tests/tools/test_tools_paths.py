@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.tools.base import ToolError
-from runtime.tools.paths import display_path, is_confined, resolve_path, title_path
+from toolprep.runtime.tools.base import ToolError
+from toolprep.runtime.tools.paths import display_path, is_confined, resolve_path, title_path
 
 
 def test_relative_path_resolves_inside_cwd(cwd: Path) -> None:

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from runtime.tools.base import ToolContext, ToolError
-from runtime.tools.config import ToolConfig
-from runtime.tools.shell import RunShellCommandTool, is_preapproved
+from toolprep.runtime.tools.base import ToolContext, ToolError
+from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.shell import RunShellCommandTool, is_preapproved
 
 Validate = Any
 ALLOW = ToolConfig(allow_shell=True)

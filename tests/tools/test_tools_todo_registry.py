@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.providers.base import ToolDeclaration
-from runtime.tools.base import Tool, ToolContext, ToolError, ToolKind
-from runtime.tools.capture import HeadTailBuffer
-from runtime.tools.config import ToolConfig
-from runtime.tools.registry import ToolRegistry, default_registry, provenance
-from runtime.tools.todo import TodoWriteTool
+from toolprep.runtime.providers.base import ToolDeclaration
+from toolprep.runtime.tools.base import Tool, ToolContext, ToolError, ToolKind
+from toolprep.runtime.tools.capture import HeadTailBuffer
+from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.registry import ToolRegistry, default_registry, provenance
+from toolprep.runtime.tools.todo import TodoWriteTool
 
 Validate = Any
 BUILTINS = (
