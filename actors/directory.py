@@ -69,7 +69,9 @@ class RoleDirectory:
             with self._lock:
                 ref = self._refs.get(role)
                 if role in self._broken or self._stopping:
-                    logger.warning("dropping %s for %s: role unavailable", type(message).__name__, role)
+                    logger.warning(
+                        "dropping %s for %s: role unavailable", type(message).__name__, role
+                    )
                     return
             if ref is None:
                 raise KeyError(role)
@@ -84,7 +86,9 @@ class RoleDirectory:
                     logger.error("role %s stayed dead; dropping %s", role, type(message).__name__)
                     return
 
-    def restart_after_crash(self, actor: RoleActor, error: BaseException) -> pykka.ActorRef[Any] | None:
+    def restart_after_crash(
+        self, actor: RoleActor, error: BaseException
+    ) -> pykka.ActorRef[Any] | None:
         """Start a successor for ``actor``'s role and move its unread mail over."""
         role = actor.role
         now = time.monotonic()
@@ -96,7 +100,9 @@ class RoleDirectory:
             while window and now - window[0] > self._within:
                 window.popleft()
             if len(window) > self._max_restarts:
-                self._broken[role] = f"{role} crashed {len(window)} times in {self._within:.0f}s: {error!r}"
+                self._broken[role] = (
+                    f"{role} crashed {len(window)} times in {self._within:.0f}s: {error!r}"
+                )
                 logger.critical("restart budget exceeded: %s", self._broken[role])
                 self._changed.notify_all()
                 return None
@@ -110,7 +116,9 @@ class RoleDirectory:
         inbox = actor.actor_inbox
         while not inbox.empty():
             envelope = inbox.get()
-            if envelope.reply_to is None and not isinstance(envelope.message, pykka.messages._ActorStop):
+            if envelope.reply_to is None and not isinstance(
+                envelope.message, pykka.messages._ActorStop
+            ):
                 successor.tell(envelope.message)
                 moved += 1
         logger.error("%s crashed (%r); restarted, %d queued messages moved", role, error, moved)

@@ -19,11 +19,11 @@ from toolprep.actors.base import EMITTER, SUPERVISOR, TRACKER, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages import frames
 from toolprep.messages.content import (
-    GenerateContentResponse,
     Content,
     FinishReason,
     FunctionCall,
     FunctionCallPart,
+    GenerateContentResponse,
     Part,
     TextPart,
     ThoughtPart,
@@ -84,7 +84,9 @@ class TrackerState:
 class PreparationTracker(RoleActor):
     role = TRACKER
 
-    def __init__(self, directory: RoleDirectory, state: TrackerState, kind_of: ToolKindLookup) -> None:
+    def __init__(
+        self, directory: RoleDirectory, state: TrackerState, kind_of: ToolKindLookup
+    ) -> None:
         self.state = state
         self.kind_of = kind_of
         super().__init__(directory)
@@ -150,11 +152,15 @@ class PreparationTracker(RoleActor):
                 continue
             suppressed = card_suppressed(prep.tool_name)
             call_id = self._fresh_id(track, prep.call_id)
-            attempt.entries[prep.call_id] = Entry(call_id, prep.tool_name, card_shown=not suppressed)
+            attempt.entries[prep.call_id] = Entry(
+                call_id, prep.tool_name, card_shown=not suppressed
+            )
             attempt.order.append(prep.call_id)
             track.shown_ids.add(call_id)
             if not suppressed:
-                updates.append(frames.preparing(call_id, prep.tool_name, self.kind_of(prep.tool_name)))
+                updates.append(
+                    frames.preparing(call_id, prep.tool_name, self.kind_of(prep.tool_name))
+                )
         for part in chunk.parts:
             if isinstance(part, TextPart):
                 if part.text:

@@ -168,7 +168,9 @@ class SessionSupervisor(RoleActor):
             msg.reply.set_result(TurnResult(None, error=f"Unknown session: {msg.session_id}"))
             return
         if session.turn is not None:
-            msg.reply.set_result(TurnResult(None, error="A prompt is already running in this session"))
+            msg.reply.set_result(
+                TurnResult(None, error="A prompt is already running in this session")
+            )
             return
         session.turn = Turn(msg.reply, history_mark=len(session.history))
         session.history.append(Content("user", msg.prompt))
@@ -207,7 +209,9 @@ class SessionSupervisor(RoleActor):
             return None
         return session
 
-    def _end_attempt(self, session: SessionState, reason: EndReason, after: tuple[str, float]) -> None:
+    def _end_attempt(
+        self, session: SessionState, reason: EndReason, after: tuple[str, float]
+    ) -> None:
         """Close the stream and have the tracker discard the attempt's cards, then do ``after``."""
         assert session.turn is not None
         session.turn.after = after
@@ -319,7 +323,9 @@ class SessionSupervisor(RoleActor):
                 EXECUTOR, ExecuteCalls(session.session_id, session.attempt, session.cwd, msg.calls)
             )
             return
-        stop: StopReason = "max_tokens" if msg.finish_reason is FinishReason.MAX_TOKENS else "end_turn"
+        stop: StopReason = (
+            "max_tokens" if msg.finish_reason is FinishReason.MAX_TOKENS else "end_turn"
+        )
         self._finish(session, stop)
 
     def on_tools_finished(self, msg: ToolsFinished) -> None:
@@ -380,7 +386,9 @@ class SessionSupervisor(RoleActor):
 
     # --- the end of a turn ------------------------------------------------------------
 
-    def _finish(self, session: SessionState, stop: StopReason | None, *, error: str | None = None) -> None:
+    def _finish(
+        self, session: SessionState, stop: StopReason | None, *, error: str | None = None
+    ) -> None:
         turn = session.turn
         assert turn is not None
         session.turn = None

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from toolprep.actors.base import READER, TRACKER, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages.content import GenerateContentResponse
-from toolprep.messages.turns import ChunksReceived, CloseStream, OpenStream, StreamCompleted, StreamFailed
+from toolprep.messages.turns import (
+    ChunksReceived,
+    CloseStream,
+    OpenStream,
+    StreamCompleted,
+    StreamFailed,
+)
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
 from toolprep.runtime.threads import prestarted_pool
 
@@ -90,7 +96,9 @@ class ReaderState:
 class StreamReader(RoleActor):
     role = READER
 
-    def __init__(self, directory: RoleDirectory, state: ReaderState, routes: Sequence[ModelRoute]) -> None:
+    def __init__(
+        self, directory: RoleDirectory, state: ReaderState, routes: Sequence[ModelRoute]
+    ) -> None:
         self.state = state
         self.routes = tuple(routes)
         super().__init__(directory)
@@ -112,7 +120,9 @@ class StreamReader(RoleActor):
             previous = state.tasks.pop(msg.session_id, None)
             if previous is not None:
                 previous[1].cancel()
-            task = loop.create_task(_pump(directory, msg.session_id, msg.attempt, provider, msg.request))
+            task = loop.create_task(
+                _pump(directory, msg.session_id, msg.attempt, provider, msg.request)
+            )
             state.tasks[msg.session_id] = (msg.attempt, task)
 
             def forget(done: asyncio.Task[None]) -> None:
@@ -137,7 +147,11 @@ class StreamReader(RoleActor):
 
 
 async def _pump(
-    directory: RoleDirectory, session_id: str, attempt: int, provider: Provider, request: ModelRequest
+    directory: RoleDirectory,
+    session_id: str,
+    attempt: int,
+    provider: Provider,
+    request: ModelRequest,
 ) -> None:
     """Forward one attempt's chunks, then exactly one end-of-stream message."""
     stream = provider.stream(request)

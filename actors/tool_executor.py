@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from toolprep.actors.base import EMITTER, EXECUTOR, SUPERVISOR, RoleActor
@@ -35,7 +35,14 @@ from toolprep.messages.turns import (
 )
 from toolprep.runtime.scheduler import Scheduler, TimerHandle
 from toolprep.runtime.threads import prestarted_pool
-from toolprep.runtime.tools.base import ClientFilesystem, PermissionOutcome, PermissionRequest, ToolContext, ToolError, ToolOutput
+from toolprep.runtime.tools.base import (
+    ClientFilesystem,
+    PermissionOutcome,
+    PermissionRequest,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+)
 from toolprep.runtime.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -98,7 +105,9 @@ class ToolExecutor(RoleActor):
                 msg.session_id,
                 *(frames.discarded(c.call_id, c.call.name) for c in msg.calls if c.prepared),
             )
-            self._report(msg.session_id, msg.attempt, [_cancelled(c) for c in msg.calls], cancelled=True)
+            self._report(
+                msg.session_id, msg.attempt, [_cancelled(c) for c in msg.calls], cancelled=True
+            )
             return
         self.state.batches[msg.session_id] = Batch(msg.attempt, msg.cwd, msg.calls)
         self._start_next(msg.session_id)
@@ -118,8 +127,13 @@ class ToolExecutor(RoleActor):
             self._frames(
                 session_id,
                 frames.execution_started(
-                    request.call_id, call.name, title=call.name, kind="other", locations=(),
-                    raw_input=call.args, prepared=request.prepared,
+                    request.call_id,
+                    call.name,
+                    title=call.name,
+                    kind="other",
+                    locations=(),
+                    raw_input=call.args,
+                    prepared=request.prepared,
                 ),
             )
             self._finish_call(session_id, batch, ok=False, error=f"Unknown tool: {call.name}")
@@ -134,8 +148,13 @@ class ToolExecutor(RoleActor):
         self._frames(
             session_id,
             frames.execution_started(
-                request.call_id, call.name, title=title, kind=tool.kind, locations=locations,
-                raw_input=call.args, prepared=request.prepared,
+                request.call_id,
+                call.name,
+                title=title,
+                kind=tool.kind,
+                locations=locations,
+                raw_input=call.args,
+                prepared=request.prepared,
             ),
         )
         context = ToolContext(
@@ -239,7 +258,10 @@ class ToolExecutor(RoleActor):
         if ok and output is not None:
             updates = [
                 frames.tool_result(
-                    request.call_id, name, ok=True, content=output.content,
+                    request.call_id,
+                    name,
+                    ok=True,
+                    content=output.content,
                     raw_output=output.raw_output,
                 )
             ]
@@ -252,7 +274,10 @@ class ToolExecutor(RoleActor):
             self._frames(
                 session_id,
                 frames.tool_result(
-                    request.call_id, name, ok=False, content=[frames.text_content(text)],
+                    request.call_id,
+                    name,
+                    ok=False,
+                    content=[frames.text_content(text)],
                     raw_output={"error": text},
                 ),
             )
@@ -284,8 +309,11 @@ class ToolExecutor(RoleActor):
                 text = "Cancelled while running" if started else "Cancelled before it started"
                 updates.append(
                     frames.tool_result(
-                        request.call_id, request.call.name, ok=False,
-                        content=[frames.text_content(text)], raw_output={"error": text},
+                        request.call_id,
+                        request.call.name,
+                        ok=False,
+                        content=[frames.text_content(text)],
+                        raw_output={"error": text},
                     )
                 )
             results.append(_cancelled(request))

@@ -34,8 +34,8 @@ from typing import Any, Literal
 
 import orjson
 
-from toolprep.actors.stream_reader import ModelRoute
 from benchmarks import sse_server
+from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import GenerateContentResponse
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.anthropic_adapter import AnthropicStreamAdapter
@@ -132,8 +132,12 @@ class DirectRuntime(Runtime):
     the same code on that thread.
     """
 
-    def __init__(self, routes: Sequence[ModelRoute], registry: ToolRegistry,
-                 config: RuntimeConfig | None = None) -> None:
+    def __init__(
+        self,
+        routes: Sequence[ModelRoute],
+        registry: ToolRegistry,
+        config: RuntimeConfig | None = None,
+    ) -> None:
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
 
@@ -168,7 +172,9 @@ PLACEHOLDER = b"BENCHIDPLACEHOLDER"
 EventBytes = tuple[bytes, bool]  # (one SSE event, carries a tool-call id placeholder)
 
 
-def _encode_turn(kind: Literal["anthropic", "openai"], with_tools: bool, seed: int) -> list[EventBytes]:
+def _encode_turn(
+    kind: Literal["anthropic", "openai"], with_tools: bool, seed: int
+) -> list[EventBytes]:
     """One turn of the loopback server's generator, as the SSE bytes it would put on the wire."""
     import random
 
@@ -188,7 +194,9 @@ def _encode_turn(kind: Literal["anthropic", "openai"], with_tools: bool, seed: i
                 if call.get("id"):
                     call["id"] = str(call["id"]).rsplit("_", 1)[0] + "_" + PLACEHOLDER.decode()
                     tagged = True
-        payload = (f"event: {name}\n" if name else "").encode() + b"data: " + orjson.dumps(data) + b"\n\n"
+        payload = (
+            (f"event: {name}\n" if name else "").encode() + b"data: " + orjson.dumps(data) + b"\n\n"
+        )
         out.append((payload, tagged))
     if kind == "openai":
         out.append((b"data: [DONE]\n\n", False))
@@ -205,7 +213,9 @@ class InProcessProvider:
     runs: ``SseDecoder.feed`` then the adapter's ``feed``.
     """
 
-    def __init__(self, kind: Literal["anthropic", "openai"], corpus: int = 64, seed: int = 11) -> None:
+    def __init__(
+        self, kind: Literal["anthropic", "openai"], corpus: int = 64, seed: int = 11
+    ) -> None:
         self.kind = kind
         self.name = f"inproc-{kind}"
         self.events = 0
@@ -227,7 +237,8 @@ class InProcessProvider:
         events = turns[self._serial % len(turns)]
         decoder = SseDecoder()
         adapter: Any = (
-            AnthropicStreamAdapter() if self.kind == "anthropic"
+            AnthropicStreamAdapter()
+            if self.kind == "anthropic"
             else OpenAIStreamAdapter(t.name for t in request.tools)
         )
         decode = decoder.feed

@@ -203,7 +203,9 @@ def _safe_cpu(pid: int) -> float:
         return 0.0
 
 
-def wait_for_quiet(threshold_cores: float = 0.3, max_wait: float = 180.0, probe: float = 1.0) -> float:
+def wait_for_quiet(
+    threshold_cores: float = 0.3, max_wait: float = 180.0, probe: float = 1.0
+) -> float:
     """Wait (bounded) until other processes use less than ``threshold_cores``; returns the last reading.
 
     Figures measured while another job hogs one of the two cores are not
@@ -338,7 +340,9 @@ class AcpClient:
         self.lines_read = 0
         self.bytes_read = 0
         self.errors: list[Line] = []
-        self.writer = threading.Thread(target=self._write_loop, name="bench-client-writer", daemon=True)
+        self.writer = threading.Thread(
+            target=self._write_loop, name="bench-client-writer", daemon=True
+        )
         self.drain = threading.Thread(target=self._drain_loop, name="bench-drain", daemon=True)
         self.writer.start()
         self.drain.start()
@@ -355,20 +359,34 @@ class AcpClient:
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
 
-    def request(self, method: str, params: Any, on_result: Callable[[Line, int], None] | None = None) -> None:
+    def request(
+        self, method: str, params: Any, on_result: Callable[[Line, int], None] | None = None
+    ) -> None:
         """Queue a request; ``on_result(response, read_ns)`` runs on the drain thread."""
         self._outbox.put(self._encode_request(method, params, on_result))
 
     def notify(self, method: str, params: Any) -> None:
-        self._outbox.put(orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params},
-                                      option=orjson.OPT_APPEND_NEWLINE))
+        self._outbox.put(
+            orjson.dumps(
+                {"jsonrpc": "2.0", "method": method, "params": params},
+                option=orjson.OPT_APPEND_NEWLINE,
+            )
+        )
 
-    def send_now(self, method: str, params: Any, on_result: Callable[[Line, int], None] | None = None,
-                 *, notification: bool = False) -> None:
+    def send_now(
+        self,
+        method: str,
+        params: Any,
+        on_result: Callable[[Line, int], None] | None = None,
+        *,
+        notification: bool = False,
+    ) -> None:
         """Write one small message from this thread at once (no queue hop)."""
         if notification:
-            data = orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params},
-                                option=orjson.OPT_APPEND_NEWLINE)
+            data = orjson.dumps(
+                {"jsonrpc": "2.0", "method": method, "params": params},
+                option=orjson.OPT_APPEND_NEWLINE,
+            )
         else:
             data = self._encode_request(method, params, on_result)
         self._write(data)
@@ -393,7 +411,7 @@ class AcpClient:
         with self._write_lock:
             view = memoryview(data)
             while view:
-                view = view[os.write(self._to_agent, view):]
+                view = view[os.write(self._to_agent, view) :]
 
     def _write_loop(self) -> None:
         while True:
@@ -508,7 +526,9 @@ class GcPauses:
             self._started = time.perf_counter_ns()
         elif self._started is not None:
             if self.recording:
-                self.pauses_ns[info.get("generation", 2)].append(time.perf_counter_ns() - self._started)
+                self.pauses_ns[info.get("generation", 2)].append(
+                    time.perf_counter_ns() - self._started
+                )
             self._started = None
 
     def install(self) -> GcPauses:
@@ -528,8 +548,11 @@ class GcPauses:
                 "total_ms": round(sum(ordered) / 1e6, 2),
                 "max_ms": round(ordered[-1] / 1e6, 2) if ordered else None,
             }
-        out["share_of_window"] = round(
-            sum(sum(v) for v in self.pauses_ns.values()) / 1e9 / window_s, 4) if window_s else None
+        out["share_of_window"] = (
+            round(sum(sum(v) for v in self.pauses_ns.values()) / 1e9 / window_s, 4)
+            if window_s
+            else None
+        )
         return out
 
 

@@ -46,8 +46,9 @@ class _Session:
     last_discard_ns: int = 0
 
 
-def run(sessions: int, rounds: int, rate: float, provider_name: str, stagger_s: float,
-        timeout_s: float) -> dict[str, Any]:
+def run(
+    sessions: int, rounds: int, rate: float, provider_name: str, stagger_s: float, timeout_s: float
+) -> dict[str, Any]:
     from toolprep.actors.stream_reader import ModelRoute
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
@@ -78,9 +79,11 @@ def run(sessions: int, rounds: int, rate: float, provider_name: str, stagger_s: 
             session.state = "streaming"
             session.cards = set()
             session.last_discard_ns = 0
-            client.request("session/prompt", {"sessionId": session.session_id,
-                                              "prompt": [{"type": "text", "text": "go"}]},
-                           lambda response, read_ns: on_reply(session, response, read_ns))
+            client.request(
+                "session/prompt",
+                {"sessionId": session.session_id, "prompt": [{"type": "text", "text": "go"}]},
+                lambda response, read_ns: on_reply(session, response, read_ns),
+            )
 
         def on_reply(session: _Session, response: dict[str, Any], read_ns: int) -> None:
             nonlocal order_violations, missing_discards, finished
@@ -124,7 +127,9 @@ def run(sessions: int, rounds: int, rate: float, provider_name: str, stagger_s: 
         client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         workdir = tempfile.mkdtemp(prefix="toolprep-cancel-")
         for _ in range(sessions):
-            sid = client.call("session/new", {"cwd": workdir, "mcpServers": []})["result"]["sessionId"]
+            sid = client.call("session/new", {"cwd": workdir, "mcpServers": []})["result"][
+                "sessionId"
+            ]
             by_id[sid] = _Session(sid, rounds)
         peak_threads = h.os_threads()
         foreign = h.ForeignLoad(server.process.pid)
@@ -151,8 +156,13 @@ def run(sessions: int, rounds: int, rate: float, provider_name: str, stagger_s: 
     return {
         "benchmark": "cancel",
         "machine": h.machine_info(),
-        "config": {"sessions": sessions, "rounds": rounds, "rate": rate, "provider": provider_name,
-                   "stagger_s": stagger_s},
+        "config": {
+            "sessions": sessions,
+            "rounds": rounds,
+            "rate": rate,
+            "provider": provider_name,
+            "stagger_s": stagger_s,
+        },
         "elapsed_s": round(elapsed, 2),
         "cancels_measured": len(reply_ns),
         "sessions_finished": finished,
@@ -167,8 +177,14 @@ def run(sessions: int, rounds: int, rate: float, provider_name: str, stagger_s: 
         "target": {
             "target": f"cancel -> all discards + cancelled reply, p99 <= {TARGET_P99_MS} ms",
             "p99_ms": p99,
-            "verdict": "PASS" if (p99 is not None and p99 <= TARGET_P99_MS and order_violations == 0
-                                  and finished == sessions) else "MISS",
+            "verdict": "PASS"
+            if (
+                p99 is not None
+                and p99 <= TARGET_P99_MS
+                and order_violations == 0
+                and finished == sessions
+            )
+            else "MISS",
         },
     }
 
@@ -179,10 +195,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="cancelled turns per session")
     parser.add_argument("--rate", type=float, default=20.0, help="provider events/s per stream")
     parser.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic")
-    parser.add_argument("--stagger", type=float, default=1.0, help="seconds over which sessions start")
-    parser.add_argument("--timeout", type=float, default=180.0, help="give up after this many seconds")
-    parser.add_argument("--wait-quiet", type=float, default=180.0,
-                        help="first wait up to this many seconds for other processes to go idle")
+    parser.add_argument(
+        "--stagger", type=float, default=1.0, help="seconds over which sessions start"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=180.0, help="give up after this many seconds"
+    )
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=180.0,
+        help="first wait up to this many seconds for other processes to go idle",
+    )
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT)
     args = parser.parse_args(argv)
     if args.sessions < 1 or args.rounds < 1:
@@ -192,15 +216,23 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args.sessions, args.rounds, args.rate, args.provider, args.stagger, args.timeout)
     t = report["cancel_to_reply_ms"]
     d = report["cancel_to_last_discard_ms"]
-    print(f"provider {args.provider}: {args.sessions} sessions x {args.rounds} rounds, "
-          f"{report['cancels_measured']} cancels measured in {report['elapsed_s']} s")
-    print(f"cancel -> cancelled reply:  p50 {t['p50']} ms  p90 {t['p90']} ms  p99 {t['p99']} ms  max {t['max']} ms")
-    print(f"cancel -> last discard:     p50 {d['p50']} ms  p90 {d['p90']} ms  p99 {d['p99']} ms  max {d['max']} ms")
-    print(f"order violations (reply before a discard): {report['order_violations']}; "
-          f"turns with no discard seen: {report['missing_discards']}; "
-          f"unexpected stop reasons: {report['unexpected_stop_reasons'] or 'none'}; "
-          f"peak threads {report['peak_threads']}; other processes used "
-          f"{report['other_processes_cores']:.2f} cores meanwhile")
+    print(
+        f"provider {args.provider}: {args.sessions} sessions x {args.rounds} rounds, "
+        f"{report['cancels_measured']} cancels measured in {report['elapsed_s']} s"
+    )
+    print(
+        f"cancel -> cancelled reply:  p50 {t['p50']} ms  p90 {t['p90']} ms  p99 {t['p99']} ms  max {t['max']} ms"
+    )
+    print(
+        f"cancel -> last discard:     p50 {d['p50']} ms  p90 {d['p90']} ms  p99 {d['p99']} ms  max {d['max']} ms"
+    )
+    print(
+        f"order violations (reply before a discard): {report['order_violations']}; "
+        f"turns with no discard seen: {report['missing_discards']}; "
+        f"unexpected stop reasons: {report['unexpected_stop_reasons'] or 'none'}; "
+        f"peak threads {report['peak_threads']}; other processes used "
+        f"{report['other_processes_cores']:.2f} cores meanwhile"
+    )
     target = report["target"]
     print(f"{target['verdict']}  {target['target']}  (p99 {target['p99_ms']} ms)")
     h.write_report(args.report, report)

@@ -71,7 +71,9 @@ class PooledProvider:
         return self.providers[self._turn % len(self.providers)].stream(request)
 
 
-def build_bench_provider(name: str, base_url: str, sessions: int, pools: int, keepalive: int | None) -> Any:
+def build_bench_provider(
+    name: str, base_url: str, sessions: int, pools: int, keepalive: int | None
+) -> Any:
     """The production provider (``pools == 1`` and no ``keepalive``), or the pooled what-if."""
     from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 
@@ -82,11 +84,16 @@ def build_bench_provider(name: str, base_url: str, sessions: int, pools: int, ke
     per_pool = max(1, -(-sessions // max(1, pools)))
     providers = []
     for _ in range(max(1, pools)):
-        limits = httpx2.Limits(max_connections=max(per_pool, 1000 // max(1, pools)) + 16,
-                               max_keepalive_connections=keepalive if keepalive else per_pool + 16)
+        limits = httpx2.Limits(
+            max_connections=max(per_pool, 1000 // max(1, pools)) + 16,
+            max_keepalive_connections=keepalive if keepalive else per_pool + 16,
+        )
         client = httpx2.AsyncClient(limits=limits, timeout=DEFAULT_TIMEOUT)
-        providers.append(build_provider(name, base_url=base_url, api_key="bench", max_retries=0,
-                                        http_client=client))
+        providers.append(
+            build_provider(
+                name, base_url=base_url, api_key="bench", max_retries=0, http_client=client
+            )
+        )
     return PooledProvider(providers) if len(providers) > 1 else providers[0]
 
 
@@ -109,16 +116,26 @@ class _Meter:
         self.in_flight = 0
 
 
-def run_child(mode: str, sessions: int, rate: float, duration: float, provider_name: str,
-              ramp: float, warmup: float, pools: int = 1, keepalive: int | None = None,
-              gc_threshold: tuple[int, ...] | None = None, gc_freeze: bool = False) -> dict[str, Any]:
+def run_child(
+    mode: str,
+    sessions: int,
+    rate: float,
+    duration: float,
+    provider_name: str,
+    ramp: float,
+    warmup: float,
+    pools: int = 1,
+    keepalive: int | None = None,
+    gc_threshold: tuple[int, ...] | None = None,
+    gc_freeze: bool = False,
+) -> dict[str, Any]:
     """Run one configuration in this process and return its figures."""
     import gc
 
     if gc_threshold:
         gc.set_threshold(*gc_threshold)
-    from toolprep.actors.stream_reader import ModelRoute
     from benchmarks._direct import DirectRuntime, InProcessProvider
+    from toolprep.actors.stream_reader import ModelRoute
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
     from toolprep.runtime.host import Runtime
@@ -133,12 +150,16 @@ def run_child(mode: str, sessions: int, rate: float, duration: float, provider_n
         registry = h.bench_registry()
         if server is not None:
             base_url = server.base_url + ("/v1" if provider_name == "openai" else "")
-            provider: Any = build_bench_provider(provider_name, base_url, sessions, pools, keepalive)
+            provider: Any = build_bench_provider(
+                provider_name, base_url, sessions, pools, keepalive
+            )
         else:
             inproc = InProcessProvider("openai" if provider_name == "openai" else "anthropic")
             provider = inproc
         routes = [ModelRoute(provider, "bench")]
-        runtime: Any = Runtime(routes, registry) if mode == "actors" else DirectRuntime(routes, registry)
+        runtime: Any = (
+            Runtime(routes, registry) if mode == "actors" else DirectRuntime(routes, registry)
+        )
         stream_loop = _stream_loop(runtime)
         lag = h.LoopLagProbe(stream_loop).start()
 
@@ -190,8 +211,11 @@ def run_child(mode: str, sessions: int, rate: float, duration: float, provider_n
                 if running.is_set():
                     prompt(session_id)
 
-            client.request("session/prompt", {"sessionId": session_id,
-                                              "prompt": [{"type": "text", "text": "go"}]}, done)
+            client.request(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]},
+                done,
+            )
 
         # A throw-away session first, so lazy one-time set-up is not billed to sessions.
         warm = client.call("session/new", {"cwd": workdir, "mcpServers": []})["result"]["sessionId"]
@@ -328,8 +352,12 @@ def run_child(mode: str, sessions: int, rate: float, duration: float, provider_n
         },
         "stream_loop_lag_ms": h.summarize_ms(lag.lags_ns),
         "gc_pauses": gc_pauses.summary(window),
-        "what_if": {"http_pools": pools, "keepalive": keepalive, "gc_threshold": gc_threshold,
-                    "gc_freeze": gc_freeze},
+        "what_if": {
+            "http_pools": pools,
+            "keepalive": keepalive,
+            "gc_threshold": gc_threshold,
+            "gc_freeze": gc_freeze,
+        },
         "stop_reasons": meter.stop_reasons,
         "prompt_errors": meter.prompt_errors,
         "unfinished_turns_at_exit": unfinished,
@@ -370,16 +398,38 @@ def _spawn(mode: str, sessions: int, args: argparse.Namespace) -> dict[str, Any]
         load = h.wait_for_quiet(max_wait=args.wait_quiet)
         if load >= 0.3:
             print(f"  (other processes still use {load:.2f} cores; measuring anyway)", flush=True)
-    command = [
-        sys.executable, "-m", "benchmarks.load", "--child", mode,
-        "--sessions", str(sessions), "--rate", str(args.rate), "--duration", str(duration),
-        "--provider", args.provider, "--ramp", str(args.ramp), "--warmup", str(args.warmup),
-        "--child-out", out_path, "--http-pools", str(args.http_pools),
-    ] + (["--keepalive", str(args.keepalive)] if args.keepalive is not None else []) \
-      + (["--gc-threshold", args.gc_threshold] if args.gc_threshold else []) \
-      + (["--gc-freeze"] if args.gc_freeze else [])
+    command = (
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.load",
+            "--child",
+            mode,
+            "--sessions",
+            str(sessions),
+            "--rate",
+            str(args.rate),
+            "--duration",
+            str(duration),
+            "--provider",
+            args.provider,
+            "--ramp",
+            str(args.ramp),
+            "--warmup",
+            str(args.warmup),
+            "--child-out",
+            out_path,
+            "--http-pools",
+            str(args.http_pools),
+        ]
+        + (["--keepalive", str(args.keepalive)] if args.keepalive is not None else [])
+        + (["--gc-threshold", args.gc_threshold] if args.gc_threshold else [])
+        + (["--gc-freeze"] if args.gc_freeze else [])
+    )
     try:
-        subprocess.run(command, cwd=h.REPO, check=True, timeout=duration + args.ramp + args.warmup + 240)
+        subprocess.run(
+            command, cwd=h.REPO, check=True, timeout=duration + args.ramp + args.warmup + 240
+        )
         result: dict[str, Any] = json.loads(Path(out_path).read_text(encoding="utf-8"))
         return result
     finally:
@@ -396,24 +446,35 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2)
 
 
-def evaluate(runs: list[dict[str, Any]], baseline: dict[str, Any] | None,
-             http_baselines: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def evaluate(
+    runs: list[dict[str, Any]],
+    baseline: dict[str, Any] | None,
+    http_baselines: dict[int, dict[str, Any]],
+) -> dict[str, Any]:
     """PASS/MISS per target, judged at the largest N (the scenario the targets name)."""
     largest = max(runs, key=lambda r: r["sessions"])
     offered = largest["offered_events_per_s"] or 0
     share = largest["events_per_s"] / offered if offered else 0.0
     p99 = largest["preparing_latency_ms"]["p99"]
     peaks = [r["threads"]["peak"] for r in runs]
-    overhead = _ratio(largest["cpu"]["per_event_us"], baseline["cpu"]["per_event_us"]) if baseline else None
+    overhead = (
+        _ratio(largest["cpu"]["per_event_us"], baseline["cpu"]["per_event_us"])
+        if baseline
+        else None
+    )
     http = http_baselines.get(largest["sessions"])
-    overhead_http = _ratio(largest["cpu"]["per_event_us"], http["cpu"]["per_event_us"]) if http else None
+    overhead_http = (
+        _ratio(largest["cpu"]["per_event_us"], http["cpu"]["per_event_us"]) if http else None
+    )
     targets = {
         "throughput_and_p99": {
             "target": f"{largest['sessions']} sessions x {largest['rate_per_session']:g} events/s held "
-                      f"(>= {TARGET_RATE_SHARE:.0%} delivered) with preparing p99 <= {TARGET_P99_MS} ms",
+            f"(>= {TARGET_RATE_SHARE:.0%} delivered) with preparing p99 <= {TARGET_P99_MS} ms",
             "events_share": round(share, 3),
             "p99_ms": p99,
-            "verdict": _verdict(share >= TARGET_RATE_SHARE and p99 is not None and p99 <= TARGET_P99_MS),
+            "verdict": _verdict(
+                share >= TARGET_RATE_SHARE and p99 is not None and p99 <= TARGET_P99_MS
+            ),
         },
         "threads_constant": {
             "target": f"peak threads constant in N (spread <= 2) and <= {TARGET_THREADS}",
@@ -430,7 +491,9 @@ def evaluate(runs: list[dict[str, Any]], baseline: dict[str, Any] | None,
             "ratio": overhead,
             "verdict": _verdict(overhead is not None and overhead <= TARGET_OVERHEAD),
             "ratio_vs_direct_http": overhead_http,
-            "verdict_vs_direct_http": _verdict(overhead_http is not None and overhead_http <= TARGET_OVERHEAD),
+            "verdict_vs_direct_http": _verdict(
+                overhead_http is not None and overhead_http <= TARGET_OVERHEAD
+            ),
         },
     }
     return targets
@@ -443,27 +506,35 @@ def _fmt(value: Any, spec: str = "") -> str:
 
 
 def print_table(runs: list[dict[str, Any]]) -> None:
-    header = (f"{'mode':<14}{'N':>6}{'events/s':>10}{'offered':>9}{'frames/s':>10}{'turns/s':>9}"
-              f"{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}{'preps':>7}{'thr':>5}{'KiB/s':>7}"
-              f"{'us/ev':>7}{'cores':>7}{'other':>7}")
+    header = (
+        f"{'mode':<14}{'N':>6}{'events/s':>10}{'offered':>9}{'frames/s':>10}{'turns/s':>9}"
+        f"{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}{'preps':>7}{'thr':>5}{'KiB/s':>7}"
+        f"{'us/ev':>7}{'cores':>7}{'other':>7}"
+    )
     print(header)
     print("-" * len(header))
     for r in runs:
         lat = r["preparing_latency_ms"]
-        print(f"{r['mode']:<14}{r['sessions']:>6}{r['events_per_s']:>10.0f}"
-              f"{_fmt(r['offered_events_per_s'], '.0f'):>9}{r['frames_per_s']:>10.0f}{r['turns_per_s']:>9.1f}"
-              f"{_fmt(lat['p50'], '.2f'):>8}{_fmt(lat['p99'], '.2f'):>8}{_fmt(lat['max'], '.1f'):>8}"
-              f"{lat['count']:>7}{r['threads']['peak']:>5}{r['rss_kib']['per_idle_session']:>7.1f}"
-              f"{_fmt(r['cpu']['per_event_us'], '.1f'):>7}{r['cpu']['runtime_cores']:>7.2f}"
-              f"{r['cpu'].get('other_processes_cores', 0.0):>7.2f}")
+        print(
+            f"{r['mode']:<14}{r['sessions']:>6}{r['events_per_s']:>10.0f}"
+            f"{_fmt(r['offered_events_per_s'], '.0f'):>9}{r['frames_per_s']:>10.0f}{r['turns_per_s']:>9.1f}"
+            f"{_fmt(lat['p50'], '.2f'):>8}{_fmt(lat['p99'], '.2f'):>8}{_fmt(lat['max'], '.1f'):>8}"
+            f"{lat['count']:>7}{r['threads']['peak']:>5}{r['rss_kib']['per_idle_session']:>7.1f}"
+            f"{_fmt(r['cpu']['per_event_us'], '.1f'):>7}{r['cpu']['runtime_cores']:>7.2f}"
+            f"{r['cpu'].get('other_processes_cores', 0.0):>7.2f}"
+        )
 
 
 def print_breakdown(run: dict[str, Any]) -> None:
     busy = sorted(run["cpu"]["by_thread_s"].items(), key=lambda kv: -kv[1])
     window = run["window_s"]
-    parts = ", ".join(f"{name} {sec / window * 100:.0f}%" for name, sec in busy if sec / window >= 0.01)
-    print(f"  {run['mode']} N={run['sessions']}: CPU by thread (share of one core): {parts}; "
-          f"loopback server {run['cpu']['loopback_server_s'] / window * 100:.0f}%")
+    parts = ", ".join(
+        f"{name} {sec / window * 100:.0f}%" for name, sec in busy if sec / window >= 0.01
+    )
+    print(
+        f"  {run['mode']} N={run['sessions']}: CPU by thread (share of one core): {parts}; "
+        f"loopback server {run['cpu']['loopback_server_s'] / window * 100:.0f}%"
+    )
 
 
 def plot(path: Path, runs: list[dict[str, Any]], http_runs: list[dict[str, Any]]) -> bool:
@@ -483,8 +554,16 @@ def plot(path: Path, runs: list[dict[str, Any]], http_runs: list[dict[str, Any]]
             continue
         ys = [(i + 1) / len(sample) for i in range(len(sample))]
         lat = r["preparing_latency_ms"]
-        left.plot(sample, ys, label=f"N={r['sessions']} (p99 {lat['p99']:.2f} ms, n={lat['count']})")
-    left.axvline(TARGET_P99_MS, color="red", linestyle="--", linewidth=1, label=f"target p99 {TARGET_P99_MS} ms")
+        left.plot(
+            sample, ys, label=f"N={r['sessions']} (p99 {lat['p99']:.2f} ms, n={lat['count']})"
+        )
+    left.axvline(
+        TARGET_P99_MS,
+        color="red",
+        linestyle="--",
+        linewidth=1,
+        label=f"target p99 {TARGET_P99_MS} ms",
+    )
     left.axhline(0.99, color="grey", linestyle=":", linewidth=1)
     left.set_xscale("log")
     left.set_xlabel("preparing frame latency, server send -> read from pipe (ms, log)")
@@ -494,29 +573,53 @@ def plot(path: Path, runs: list[dict[str, Any]], http_runs: list[dict[str, Any]]
     left.grid(True, which="both", alpha=0.3)
 
     ns = [r["sessions"] for r in runs]
-    right.plot(ns, [r["events_per_s"] for r in runs], "o-", color="tab:blue", label="events/s (actors)")
-    right.plot(ns, [r["offered_events_per_s"] for r in runs], "--", color="tab:blue", alpha=0.4,
-               label="offered N x rate")
+    right.plot(
+        ns, [r["events_per_s"] for r in runs], "o-", color="tab:blue", label="events/s (actors)"
+    )
+    right.plot(
+        ns,
+        [r["offered_events_per_s"] for r in runs],
+        "--",
+        color="tab:blue",
+        alpha=0.4,
+        label="offered N x rate",
+    )
     if http_runs:
-        right.plot([r["sessions"] for r in http_runs], [r["events_per_s"] for r in http_runs], "s:",
-                   color="tab:cyan", label="events/s (direct-http, no actors)")
+        right.plot(
+            [r["sessions"] for r in http_runs],
+            [r["events_per_s"] for r in http_runs],
+            "s:",
+            color="tab:cyan",
+            label="events/s (direct-http, no actors)",
+        )
     right.set_xscale("log")
     right.set_yscale("log")
     right.set_xlabel("concurrent sessions N (log)")
     right.set_ylabel("provider events/s (log)", color="tab:blue")
     twin = right.twinx()
-    twin.plot(ns, [r["preparing_latency_ms"]["p99"] or 0 for r in runs], "o-", color="tab:red",
-              label="preparing p99 ms (actors)")
+    twin.plot(
+        ns,
+        [r["preparing_latency_ms"]["p99"] or 0 for r in runs],
+        "o-",
+        color="tab:red",
+        label="preparing p99 ms (actors)",
+    )
     if http_runs:
-        twin.plot([r["sessions"] for r in http_runs],
-                  [r["preparing_latency_ms"]["p99"] or 0 for r in http_runs], "s:", color="tab:orange",
-                  label="preparing p99 ms (direct-http)")
+        twin.plot(
+            [r["sessions"] for r in http_runs],
+            [r["preparing_latency_ms"]["p99"] or 0 for r in http_runs],
+            "s:",
+            color="tab:orange",
+            label="preparing p99 ms (direct-http)",
+        )
     twin.axhline(TARGET_P99_MS, color="red", linestyle="--", linewidth=1)
     twin.set_yscale("log")
     twin.set_ylabel("preparing p99 (ms, log; dashed: target)", color="tab:red")
     handles = right.get_legend_handles_labels()
     twin_handles = twin.get_legend_handles_labels()
-    right.legend(handles[0] + twin_handles[0], handles[1] + twin_handles[1], fontsize=8, loc="upper left")
+    right.legend(
+        handles[0] + twin_handles[0], handles[1] + twin_handles[1], fontsize=8, loc="upper left"
+    )
     right.set_title("Throughput and p99 against N")
     right.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
@@ -532,25 +635,55 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=20.0, help="provider events/s per session")
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per N")
     parser.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic")
-    parser.add_argument("--ramp", type=float, default=1.0, help="seconds over which first prompts start")
-    parser.add_argument("--warmup", type=float, default=1.5, help="seconds after the ramp before measuring")
-    parser.add_argument("--inproc-duration", type=float, default=5.0,
-                        help="seconds of the unpaced in-process baseline")
-    parser.add_argument("--no-http-baseline", action="store_true",
-                        help="skip the no-actor runs over HTTP (one per N)")
-    parser.add_argument("--http-pools", type=int, default=1,
-                        help="what-if: spread streams over this many SDK clients / connection pools")
-    parser.add_argument("--keepalive", type=int, default=None,
-                        help="what-if: max keep-alive connections per pool (0: one per session)")
-    parser.add_argument("--gc-threshold", default=None,
-                        help="what-if: gc.set_threshold values, e.g. 50000,20,1000")
-    parser.add_argument("--gc-freeze", action="store_true",
-                        help="what-if: gc.freeze() once the sessions are open")
-    parser.add_argument("--wait-quiet", type=float, default=180.0,
-                        help="before each run wait up to this many seconds for other processes to go idle")
-    parser.add_argument("--no-inproc-baseline", action="store_true",
-                        help="skip the in-process no-actor run (then no actor-overhead verdict)")
-    parser.add_argument("--plot", type=Path, default=None, help="write a PNG of latency and N curves")
+    parser.add_argument(
+        "--ramp", type=float, default=1.0, help="seconds over which first prompts start"
+    )
+    parser.add_argument(
+        "--warmup", type=float, default=1.5, help="seconds after the ramp before measuring"
+    )
+    parser.add_argument(
+        "--inproc-duration",
+        type=float,
+        default=5.0,
+        help="seconds of the unpaced in-process baseline",
+    )
+    parser.add_argument(
+        "--no-http-baseline",
+        action="store_true",
+        help="skip the no-actor runs over HTTP (one per N)",
+    )
+    parser.add_argument(
+        "--http-pools",
+        type=int,
+        default=1,
+        help="what-if: spread streams over this many SDK clients / connection pools",
+    )
+    parser.add_argument(
+        "--keepalive",
+        type=int,
+        default=None,
+        help="what-if: max keep-alive connections per pool (0: one per session)",
+    )
+    parser.add_argument(
+        "--gc-threshold", default=None, help="what-if: gc.set_threshold values, e.g. 50000,20,1000"
+    )
+    parser.add_argument(
+        "--gc-freeze", action="store_true", help="what-if: gc.freeze() once the sessions are open"
+    )
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=180.0,
+        help="before each run wait up to this many seconds for other processes to go idle",
+    )
+    parser.add_argument(
+        "--no-inproc-baseline",
+        action="store_true",
+        help="skip the in-process no-actor run (then no actor-overhead verdict)",
+    )
+    parser.add_argument(
+        "--plot", type=Path, default=None, help="write a PNG of latency and N curves"
+    )
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT)
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
@@ -560,10 +693,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sessions needs positive counts")
 
     if args.child:
-        result = run_child(args.child, counts[0], args.rate, args.duration, args.provider,
-                           args.ramp, args.warmup, args.http_pools, args.keepalive,
-                           tuple(int(x) for x in args.gc_threshold.split(",")) if args.gc_threshold else None,
-                           args.gc_freeze)
+        result = run_child(
+            args.child,
+            counts[0],
+            args.rate,
+            args.duration,
+            args.provider,
+            args.ramp,
+            args.warmup,
+            args.http_pools,
+            args.keepalive,
+            tuple(int(x) for x in args.gc_threshold.split(",")) if args.gc_threshold else None,
+            args.gc_freeze,
+        )
         h.write_report(args.child_out, result)
         return 0
 
@@ -582,8 +724,10 @@ def main(argv: list[str] | None = None) -> int:
     extra = [baseline] if baseline is not None else []
 
     print()
-    print(f"provider {args.provider}, rate {args.rate:g} events/s per session, "
-          f"{args.duration:g} s measured per N, {os.cpu_count()} cores")
+    print(
+        f"provider {args.provider}, rate {args.rate:g} events/s per session, "
+        f"{args.duration:g} s measured per N, {os.cpu_count()} cores"
+    )
     print_table(runs + http_runs + extra)
     print()
     for r in runs + http_runs[-1:] + extra:
@@ -591,9 +735,11 @@ def main(argv: list[str] | None = None) -> int:
     for r in runs:
         lag = r["stream_loop_lag_ms"]
         gcp = r["gc_pauses"]
-        print(f"  actors N={r['sessions']}: stream-loop lag p50 {lag['p50']} / p99 {lag['p99']} / max "
-              f"{lag['max']} ms; gc gen2 {gcp['gen2']['count']}x max {gcp['gen2']['max_ms']} ms, all gens "
-              f"{gcp['share_of_window']:.1%} of the window; threads at peak {r['threads']['names_at_peak']}")
+        print(
+            f"  actors N={r['sessions']}: stream-loop lag p50 {lag['p50']} / p99 {lag['p99']} / max "
+            f"{lag['max']} ms; gc gen2 {gcp['gen2']['count']}x max {gcp['gen2']['max_ms']} ms, all gens "
+            f"{gcp['share_of_window']:.1%} of the window; threads at peak {r['threads']['names_at_peak']}"
+        )
     targets = evaluate(runs, baseline, {r["sessions"]: r for r in http_runs})
     print()
     for t in targets.values():
@@ -602,11 +748,19 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "load",
         "machine": h.machine_info(),
-        "config": {"sessions": counts, "rate": args.rate, "duration": args.duration,
-                   "provider": args.provider, "ramp": args.ramp, "warmup": args.warmup,
-                   "inproc_duration": args.inproc_duration, "http_pools": args.http_pools,
-                   "keepalive": args.keepalive, "gc_threshold": args.gc_threshold,
-                   "gc_freeze": args.gc_freeze},
+        "config": {
+            "sessions": counts,
+            "rate": args.rate,
+            "duration": args.duration,
+            "provider": args.provider,
+            "ramp": args.ramp,
+            "warmup": args.warmup,
+            "inproc_duration": args.inproc_duration,
+            "http_pools": args.http_pools,
+            "keepalive": args.keepalive,
+            "gc_threshold": args.gc_threshold,
+            "gc_freeze": args.gc_freeze,
+        },
         "runs": runs,
         "direct_http": http_runs,
         "direct_inproc": baseline,

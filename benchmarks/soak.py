@@ -76,15 +76,29 @@ def _top_growth(before: Any, after: Any, limit: int = 15) -> list[dict[str, Any]
     rows = []
     grown = [stat for stat in after.compare_to(before, "traceback") if stat.size_diff > 0]
     for stat in grown[:limit]:
-        frames = [f"{f.filename.split('site-packages/')[-1].replace(str(h.REPO) + '/', '')}:{f.lineno}"
-                  for f in stat.traceback[-4:]]
-        rows.append({"kib": round(stat.size_diff / 1024, 1), "blocks": stat.count_diff, "where": frames})
+        frames = [
+            f"{f.filename.split('site-packages/')[-1].replace(str(h.REPO) + '/', '')}:{f.lineno}"
+            for f in stat.traceback[-4:]
+        ]
+        rows.append(
+            {"kib": round(stat.size_diff / 1024, 1), "blocks": stat.count_diff, "where": frames}
+        )
     return rows
 
 
-def run(turns: int, sessions: int, per_session: int, rate: float, provider_name: str,
-        samples: int, warmup_share: float, timeout_s: float, trace: bool = False,
-        tool_timeout: float | None = None, malloc_trim: bool = False) -> dict[str, Any]:
+def run(
+    turns: int,
+    sessions: int,
+    per_session: int,
+    rate: float,
+    provider_name: str,
+    samples: int,
+    warmup_share: float,
+    timeout_s: float,
+    trace: bool = False,
+    tool_timeout: float | None = None,
+    malloc_trim: bool = False,
+) -> dict[str, Any]:
     from toolprep.actors.stream_reader import ModelRoute
     from toolprep.messages.preparation import tracked_response_count
     from toolprep.runtime.acp.agent import AcpAgent
@@ -106,7 +120,9 @@ def run(turns: int, sessions: int, per_session: int, rate: float, provider_name:
     with h.loopback_server(rate) as server:
         base_url = server.base_url + ("/v1" if provider_name == "openai" else "")
         provider = build_provider(provider_name, base_url=base_url, api_key="bench", max_retries=0)
-        config = RuntimeConfig() if tool_timeout is None else RuntimeConfig(tool_timeout=tool_timeout)
+        config = (
+            RuntimeConfig() if tool_timeout is None else RuntimeConfig(tool_timeout=tool_timeout)
+        )
         runtime = Runtime([ModelRoute(provider, "bench")], h.bench_registry(), config)
         pipes = h.make_pipes()
         connection = JsonRpcConnection(pipes.agent_in, pipes.agent_out)
@@ -153,8 +169,11 @@ def run(turns: int, sessions: int, per_session: int, rate: float, provider_name:
                 elif claim_turn():
                     prompt(session_id, done_in_session + 1)
 
-            client.request("session/prompt", {"sessionId": session_id,
-                                              "prompt": [{"type": "text", "text": "go"}]}, finished)
+            client.request(
+                "session/prompt",
+                {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]},
+                finished,
+            )
 
         trim = _malloc_trim() if malloc_trim else None
 
@@ -162,22 +181,24 @@ def run(turns: int, sessions: int, per_session: int, rate: float, provider_name:
             gc.collect()
             if trim is not None:
                 trim(0)  # hand freed heap back first: what stays is live, not retained
-            rows.append({
-                "turns": done,
-                "elapsed_s": round(elapsed, 2),
-                "rss_kib": h.rss_kib(),
-                "threads": h.os_threads(),
-                "supervisor_sessions": len(runtime.supervisor_state.sessions),
-                "tracker_sessions": len(runtime.tracker_state.sessions),
-                "emitter_sinks": len(runtime.emitter_state.sinks),
-                "executor_cancelled_through": len(runtime.executor_state.cancelled_through),
-                "reader_tasks": len(runtime.reader_state.tasks),
-                "scheduler_timers": runtime.scheduler.pending,
-                "preparation_entries": tracked_response_count(),
-                "supervisor_delays": len(runtime.supervisor_state.delays),
-                "python_objects": len(gc.get_objects()),
-                "allocated_blocks": sys.getallocatedblocks(),
-            })
+            rows.append(
+                {
+                    "turns": done,
+                    "elapsed_s": round(elapsed, 2),
+                    "rss_kib": h.rss_kib(),
+                    "threads": h.os_threads(),
+                    "supervisor_sessions": len(runtime.supervisor_state.sessions),
+                    "tracker_sessions": len(runtime.tracker_state.sessions),
+                    "emitter_sinks": len(runtime.emitter_state.sinks),
+                    "executor_cancelled_through": len(runtime.executor_state.cancelled_through),
+                    "reader_tasks": len(runtime.reader_state.tasks),
+                    "scheduler_timers": runtime.scheduler.pending,
+                    "preparation_entries": tracked_response_count(),
+                    "supervisor_delays": len(runtime.supervisor_state.delays),
+                    "python_objects": len(gc.get_objects()),
+                    "allocated_blocks": sys.getallocatedblocks(),
+                }
+            )
 
         foreign = h.ForeignLoad(server.process.pid)
         started = time.monotonic()
@@ -247,9 +268,17 @@ def run(turns: int, sessions: int, per_session: int, rate: float, provider_name:
     return {
         "benchmark": "soak",
         "machine": h.machine_info(),
-        "config": {"turns": turns, "sessions": sessions, "turns_per_session": per_session, "rate": rate,
-                   "tool_timeout": tool_timeout, "malloc_trim": malloc_trim,
-                   "provider": provider_name, "samples": samples, "warmup_share": warmup_share},
+        "config": {
+            "turns": turns,
+            "sessions": sessions,
+            "turns_per_session": per_session,
+            "rate": rate,
+            "tool_timeout": tool_timeout,
+            "malloc_trim": malloc_trim,
+            "provider": provider_name,
+            "samples": samples,
+            "warmup_share": warmup_share,
+        },
         "elapsed_s": round(elapsed, 2),
         "turns_done": counters["done"],
         "turns_per_s": round(counters["done"] / elapsed, 1) if elapsed else None,
@@ -266,8 +295,13 @@ def run(turns: int, sessions: int, per_session: int, rate: float, provider_name:
         "growth_flags": flags,
         "tracemalloc_top_growth": _top_growth(*snapshots) if len(snapshots) == 2 else None,
         "tracemalloc_growth_kib": (
-            round(sum(s.size_diff for s in snapshots[1].compare_to(snapshots[0], "filename")) / 1024, 1)
-            if len(snapshots) == 2 else None),
+            round(
+                sum(s.size_diff for s in snapshots[1].compare_to(snapshots[0], "filename")) / 1024,
+                1,
+            )
+            if len(snapshots) == 2
+            else None
+        ),
         "samples": rows,
     }
 
@@ -276,50 +310,94 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=10000)
     parser.add_argument("--sessions", type=int, default=20, help="concurrent sessions")
-    parser.add_argument("--turns-per-session", type=int, default=25,
-                        help="turns before a session is closed and replaced")
-    parser.add_argument("--rate", type=float, default=0.0, help="provider events/s per stream (0: unpaced)")
+    parser.add_argument(
+        "--turns-per-session",
+        type=int,
+        default=25,
+        help="turns before a session is closed and replaced",
+    )
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="provider events/s per stream (0: unpaced)"
+    )
     parser.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic")
     parser.add_argument("--samples", type=int, default=50)
-    parser.add_argument("--warmup", type=float, default=0.2, help="share of turns left out of the fit")
+    parser.add_argument(
+        "--warmup", type=float, default=0.2, help="share of turns left out of the fit"
+    )
     parser.add_argument("--timeout", type=float, default=900.0)
-    parser.add_argument("--wait-quiet", type=float, default=180.0,
-                        help="first wait up to this many seconds for other processes to go idle")
-    parser.add_argument("--tool-timeout", type=float, default=None,
-                        help="RuntimeConfig.tool_timeout (default: the runtime's own)")
-    parser.add_argument("--malloc-trim", action="store_true",
-                        help="call malloc_trim(0) before each RSS sample (retained vs live memory)")
-    parser.add_argument("--tracemalloc", action="store_true",
-                        help="trace allocations (slow) and print the sites that grew after warm-up")
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=180.0,
+        help="first wait up to this many seconds for other processes to go idle",
+    )
+    parser.add_argument(
+        "--tool-timeout",
+        type=float,
+        default=None,
+        help="RuntimeConfig.tool_timeout (default: the runtime's own)",
+    )
+    parser.add_argument(
+        "--malloc-trim",
+        action="store_true",
+        help="call malloc_trim(0) before each RSS sample (retained vs live memory)",
+    )
+    parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="trace allocations (slow) and print the sites that grew after warm-up",
+    )
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT)
     args = parser.parse_args(argv)
     if args.wait_quiet > 0:
         h.wait_for_quiet(max_wait=args.wait_quiet)
     if args.turns < 1 or args.sessions < 1 or args.turns_per_session < 1:
         parser.error("--turns, --sessions and --turns-per-session must be positive")
-    report = run(args.turns, args.sessions, args.turns_per_session, args.rate, args.provider,
-                 args.samples, args.warmup, args.timeout, args.tracemalloc, args.tool_timeout,
-                 args.malloc_trim)
-    print(f"{report['turns_done']} turns in {report['elapsed_s']} s ({report['turns_per_s']} turns/s), "
-          f"{report['sessions_opened']} sessions opened, {report['sessions_closed']} closed; "
-          f"stop reasons {report['stop_reasons']}; other processes used "
-          f"{report['other_processes_cores']:.2f} cores meanwhile")
-    print(f"RSS {report['rss_kib_first_last'][0]} -> {report['rss_kib_first_last'][1]} KiB, "
-          f"threads {report['threads_first_last'][0]} -> {report['threads_first_last'][1]}")
+    report = run(
+        args.turns,
+        args.sessions,
+        args.turns_per_session,
+        args.rate,
+        args.provider,
+        args.samples,
+        args.warmup,
+        args.timeout,
+        args.tracemalloc,
+        args.tool_timeout,
+        args.malloc_trim,
+    )
+    print(
+        f"{report['turns_done']} turns in {report['elapsed_s']} s ({report['turns_per_s']} turns/s), "
+        f"{report['sessions_opened']} sessions opened, {report['sessions_closed']} closed; "
+        f"stop reasons {report['stop_reasons']}; other processes used "
+        f"{report['other_processes_cores']:.2f} cores meanwhile"
+    )
+    print(
+        f"RSS {report['rss_kib_first_last'][0]} -> {report['rss_kib_first_last'][1]} KiB, "
+        f"threads {report['threads_first_last'][0]} -> {report['threads_first_last'][1]}"
+    )
     print(f"threads at the end: {report['thread_names_at_end']}")
     print("slopes per 1000 turns (after warm-up):")
     for key, value in report["slopes_per_1000_turns"].items():
         unit = " KiB" if key == "rss_kib" else ""
         print(f"  {key:<28}{'-' if value is None else f'{value:+.3f}'}{unit}")
-    print(f"  (RSS over the last half of the turns only: {report['rss_slope_last_half_kib']} KiB per 1000 turns)")
+    print(
+        f"  (RSS over the last half of the turns only: {report['rss_slope_last_half_kib']} KiB per 1000 turns)"
+    )
     last = report["samples"][-1]
-    print("final table sizes: " + ", ".join(f"{k}={v}" for k, v in last.items()
-                                             if k not in ("turns", "elapsed_s")))
+    print(
+        "final table sizes: "
+        + ", ".join(f"{k}={v}" for k, v in last.items() if k not in ("turns", "elapsed_s"))
+    )
     if report["tracemalloc_top_growth"]:
-        print(f"traced Python allocations grew {report['tracemalloc_growth_kib']} KiB after warm-up; "
-              "the sites that grew most:")
+        print(
+            f"traced Python allocations grew {report['tracemalloc_growth_kib']} KiB after warm-up; "
+            "the sites that grew most:"
+        )
         for row in report["tracemalloc_top_growth"][:10]:
-            print(f"  {row['kib']:+10.1f} KiB {row['blocks']:+8d} blocks  {' <- '.join(reversed(row['where']))}")
+            print(
+                f"  {row['kib']:+10.1f} KiB {row['blocks']:+8d} blocks  {' <- '.join(reversed(row['where']))}"
+            )
     if report["growth_flags"]:
         for flag in report["growth_flags"]:
             print(f"GROWTH  {flag}")

@@ -51,56 +51,143 @@ def _tool_args(rng: random.Random) -> dict[str, object]:
 
 def anthropic_turn(with_tools: bool, rng: random.Random) -> Iterator[tuple[str, dict[str, object]]]:
     n = next(_counter)
-    yield "message_start", {"type": "message_start", "message": {
-        "id": f"msg_{n}", "type": "message", "role": "assistant", "model": "bench",
-        "content": [], "stop_reason": None, "usage": {"input_tokens": 100, "output_tokens": 1}}}
+    yield (
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": f"msg_{n}",
+                "type": "message",
+                "role": "assistant",
+                "model": "bench",
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": 100, "output_tokens": 1},
+            },
+        },
+    )
     index = 0
     if with_tools:
-        yield "content_block_start", {"type": "content_block_start", "index": index,
-                                      "content_block": {"type": "thinking", "thinking": ""}}
+        yield (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "thinking", "thinking": ""},
+            },
+        )
         for word in ("Let", " me", " look", " at", " the", " files."):
-            yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                          "delta": {"type": "thinking_delta", "thinking": word}}
-        yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                      "delta": {"type": "signature_delta", "signature": "c2ln"}}
+            yield (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "thinking_delta", "thinking": word},
+                },
+            )
+        yield (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "signature_delta", "signature": "c2ln"},
+            },
+        )
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
         index += 1
-    yield "content_block_start", {"type": "content_block_start", "index": index,
-                                  "content_block": {"type": "text", "text": ""}}
-    for word in (("I'll", " edit", " the", " files", " now.") if with_tools else ("All", " done", ".")):
-        yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                      "delta": {"type": "text_delta", "text": word}}
+    yield (
+        "content_block_start",
+        {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "text", "text": ""},
+        },
+    )
+    for word in (
+        ("I'll", " edit", " the", " files", " now.") if with_tools else ("All", " done", ".")
+    ):
+        yield (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": word},
+            },
+        )
     yield "content_block_stop", {"type": "content_block_stop", "index": index}
     index += 1
     if with_tools:
         for k in range(rng.randint(1, 3)):
             call_id = f"toolu_{n}_{k}_{time.time_ns()}"
-            yield "content_block_start", {"type": "content_block_start", "index": index,
-                "content_block": {"type": "tool_use", "id": call_id, "name": "bench_tool", "input": {}}}
+            yield (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": call_id,
+                        "name": "bench_tool",
+                        "input": {},
+                    },
+                },
+            )
             for piece in _fragments(orjson.dumps(_tool_args(rng)).decode(), 24):
-                yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                    "delta": {"type": "input_json_delta", "partial_json": piece}}
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    },
+                )
             yield "content_block_stop", {"type": "content_block_stop", "index": index}
             index += 1
-    yield "message_delta", {"type": "message_delta", "delta": {
-        "stop_reason": "tool_use" if with_tools else "end_turn"}, "usage": {"output_tokens": 50}}
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use" if with_tools else "end_turn"},
+            "usage": {"output_tokens": 50},
+        },
+    )
     yield "message_stop", {"type": "message_stop"}
 
 
 def openai_turn(with_tools: bool, rng: random.Random) -> Iterator[tuple[str, dict[str, object]]]:
     n = next(_counter)
-    base = {"id": f"chatcmpl-{n}", "object": "chat.completion.chunk", "created": 0, "model": "bench"}
+    base = {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "bench",
+    }
 
     def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     yield "", chunk({"role": "assistant", "content": ""})
-    for word in (("I'll", " edit", " the", " files", " now.") if with_tools else ("All", " done", ".")):
+    for word in (
+        ("I'll", " edit", " the", " files", " now.") if with_tools else ("All", " done", ".")
+    ):
         yield "", chunk({"content": word})
     if with_tools:
         for k in range(rng.randint(1, 3)):
-            yield "", chunk({"tool_calls": [{"index": k, "id": f"call_{n}_{k}_{time.time_ns()}", "type": "function",
-                                             "function": {"name": "bench_tool", "arguments": ""}}]})
+            yield (
+                "",
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": k,
+                                "id": f"call_{n}_{k}_{time.time_ns()}",
+                                "type": "function",
+                                "function": {"name": "bench_tool", "arguments": ""},
+                            }
+                        ]
+                    }
+                ),
+            )
             for piece in _fragments(orjson.dumps(_tool_args(rng)).decode(), 24):
                 yield "", chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]})
     yield "", chunk({}, "tool_calls" if with_tools else "stop")
@@ -117,7 +204,9 @@ def _wants_tools(body: dict[str, object]) -> bool:
     if last.get("role") == "tool":
         return False
     content = last.get("content")
-    if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+    if isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    ):
         return False
     return True
 
@@ -144,14 +233,18 @@ class BenchServer:
                         length = int(line.split(":", 1)[1])
                 body = orjson.loads(await reader.readexactly(length)) if length else {}
                 if lines[0].startswith("GET /stats"):
-                    stats = orjson.dumps({
-                        "events_sent": self.events_sent,
-                        "streams_started": self.streams_started,
-                        "streams_open": self.streams_open,
-                        "streams_stalled": self.streams_stalled,
-                    })
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                                 b"content-length: %d\r\n\r\n%s" % (len(stats), stats))
+                    stats = orjson.dumps(
+                        {
+                            "events_sent": self.events_sent,
+                            "streams_started": self.streams_started,
+                            "streams_open": self.streams_open,
+                            "streams_stalled": self.streams_stalled,
+                        }
+                    )
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                        b"content-length: %d\r\n\r\n%s" % (len(stats), stats)
+                    )
                     await writer.drain()
                     continue
                 await self.stream(path, body, writer)
@@ -160,12 +253,18 @@ class BenchServer:
         finally:
             writer.close()
 
-    async def stream(self, path: str, body: dict[str, object], writer: asyncio.StreamWriter) -> None:
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                     b"transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n")
+    async def stream(
+        self, path: str, body: dict[str, object], writer: asyncio.StreamWriter
+    ) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n"
+        )
         with_tools = _wants_tools(body)
         anthropic = path.endswith("/messages")
-        events = anthropic_turn(with_tools, self.rng) if anthropic else openai_turn(with_tools, self.rng)
+        events = (
+            anthropic_turn(with_tools, self.rng) if anthropic else openai_turn(with_tools, self.rng)
+        )
         self.streams_started += 1
         self.streams_open += 1
         try:
@@ -179,7 +278,10 @@ class BenchServer:
         await writer.drain()
 
     async def _send_events(
-        self, events: Iterator[tuple[str, dict[str, object]]], stall: bool, writer: asyncio.StreamWriter
+        self,
+        events: Iterator[tuple[str, dict[str, object]]],
+        stall: bool,
+        writer: asyncio.StreamWriter,
     ) -> None:
         fragments_after_opener: int | None = None
         for name, data in events:
@@ -195,7 +297,12 @@ class BenchServer:
                             self.streams_stalled -= 1
                     fragments_after_opener += 1
             data["_sent"] = time.time()
-            payload = (f"event: {name}\n" if name else "").encode() + b"data: " + orjson.dumps(data) + b"\n\n"
+            payload = (
+                (f"event: {name}\n" if name else "").encode()
+                + b"data: "
+                + orjson.dumps(data)
+                + b"\n\n"
+            )
             writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
             await writer.drain()
             self.events_sent += 1

@@ -33,7 +33,9 @@ class _IdentityWeakMap:
     __slots__ = ("_entries", "_lock")
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[weakref.ref[GenerateContentResponse], tuple[ToolCallPreparation, ...]]] = {}
+        self._entries: dict[
+            int, tuple[weakref.ref[GenerateContentResponse], tuple[ToolCallPreparation, ...]]
+        ] = {}
         self._lock = threading.Lock()
 
     def set(self, key: GenerateContentResponse, value: tuple[ToolCallPreparation, ...]) -> None:
@@ -62,7 +64,8 @@ _store = _IdentityWeakMap()
 
 
 def set_preparations(
-    response: GenerateContentResponse, preparations: tuple[ToolCallPreparation, ...] | list[ToolCallPreparation]
+    response: GenerateContentResponse,
+    preparations: tuple[ToolCallPreparation, ...] | list[ToolCallPreparation],
 ) -> None:
     """Attach preparations to ``response`` (replacing any already attached)."""
     _store.set(response, tuple(preparations))

@@ -11,13 +11,22 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from toolprep.messages.content import Content, FinishReason, FunctionCall, GenerateContentResponse, Part, Usage
+from toolprep.messages.content import (
+    Content,
+    FinishReason,
+    FunctionCall,
+    GenerateContentResponse,
+    Part,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from toolprep.runtime.providers.base import ModelRequest, StreamError
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
-EndReason = Literal["retry", "model_fallback", "cancel", "stream_error", "crash", "completed", "shutdown"]
+EndReason = Literal[
+    "retry", "model_fallback", "cancel", "stream_error", "crash", "completed", "shutdown"
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,22 +13,50 @@ from toolprep.runtime.config import build_routes, resolve_settings
 
 def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     acp = sub.add_parser("acp", help="run the ACP agent on stdio (what an editor launches)")
-    acp.add_argument("--provider", choices=("anthropic", "openai", "replay"), default=None,
-                     help="default: anthropic if ANTHROPIC_API_KEY is set, else openai if "
-                          "OPENAI_API_KEY is set, else the embedded replay provider")
+    acp.add_argument(
+        "--provider",
+        choices=("anthropic", "openai", "replay"),
+        default=None,
+        help="default: anthropic if ANTHROPIC_API_KEY is set, else openai if "
+        "OPENAI_API_KEY is set, else the embedded replay provider",
+    )
     acp.add_argument("--model", default=None, help="model name (default depends on provider)")
-    acp.add_argument("--fallback-model", action="append", default=[], metavar="M",
-                     help="model to fall back to when the previous one keeps failing (repeatable)")
-    acp.add_argument("--base-url", default=None,
-                     help="provider base URL (any OpenAI-compatible server with --provider openai)")
-    acp.add_argument("--max-retries", type=int, default=3, metavar="N",
-                     help="retries per model for failed streams (default 3)")
-    acp.add_argument("--replay", default=None, metavar="FILE",
-                     help="replay script for --provider replay (default: the embedded script)")
-    acp.add_argument("--max-line-bytes", type=int, default=8 * 1024 * 1024,
-                     help="largest accepted JSON-RPC message (default 8 MiB)")
-    acp.add_argument("--allow-shell", action="store_true",
-                     help="run shell commands without asking for permission")
+    acp.add_argument(
+        "--fallback-model",
+        action="append",
+        default=[],
+        metavar="M",
+        help="model to fall back to when the previous one keeps failing (repeatable)",
+    )
+    acp.add_argument(
+        "--base-url",
+        default=None,
+        help="provider base URL (any OpenAI-compatible server with --provider openai)",
+    )
+    acp.add_argument(
+        "--max-retries",
+        type=int,
+        default=3,
+        metavar="N",
+        help="retries per model for failed streams (default 3)",
+    )
+    acp.add_argument(
+        "--replay",
+        default=None,
+        metavar="FILE",
+        help="replay script for --provider replay (default: the embedded script)",
+    )
+    acp.add_argument(
+        "--max-line-bytes",
+        type=int,
+        default=8 * 1024 * 1024,
+        help="largest accepted JSON-RPC message (default 8 MiB)",
+    )
+    acp.add_argument(
+        "--allow-shell",
+        action="store_true",
+        help="run shell commands without asking for permission",
+    )
     acp.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
 
 
@@ -54,12 +82,19 @@ def run_acp(args: argparse.Namespace) -> int:
     from toolprep.runtime.tools.config import ToolConfig
     from toolprep.runtime.tools.registry import default_registry
 
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         settings = resolve_settings(
-            provider=args.provider, model=args.model, fallback_models=args.fallback_model,
-            base_url=args.base_url, max_retries=args.max_retries, replay_file=args.replay,
+            provider=args.provider,
+            model=args.model,
+            fallback_models=args.fallback_model,
+            base_url=args.base_url,
+            max_retries=args.max_retries,
+            replay_file=args.replay,
         )
         routes = build_routes(settings)
     except (ValueError, OSError) as exc:
@@ -69,8 +104,12 @@ def run_acp(args: argparse.Namespace) -> int:
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr
     registry = default_registry(ToolConfig(allow_shell=args.allow_shell))
-    runtime = Runtime(routes, registry, RuntimeConfig(retry=RetryPolicy(max_retries=settings.max_retries)))
-    connection = JsonRpcConnection(sys.stdin.buffer, protocol_out, max_line_bytes=args.max_line_bytes)
+    runtime = Runtime(
+        routes, registry, RuntimeConfig(retry=RetryPolicy(max_retries=settings.max_retries))
+    )
+    connection = JsonRpcConnection(
+        sys.stdin.buffer, protocol_out, max_line_bytes=args.max_line_bytes
+    )
     agent = AcpAgent(runtime, connection)
     # Everything imported and built so far lives as long as the process: keep it out of
     # the collector's full passes, which otherwise stall every stream now and then.

@@ -81,7 +81,11 @@ class _Timeline:
         if meta.get("phase") == "preparing" and not meta.get("preparationDiscarded"):
             self.preparing_seen.set()
         if self.json_output:
-            self.emit_raw(orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params}).decode())
+            self.emit_raw(
+                orjson.dumps(
+                    {"jsonrpc": "2.0", "method": "session/update", "params": params}
+                ).decode()
+            )
             return
         kind = update.get("sessionUpdate")
         if kind in ("agent_message_chunk", "agent_thought_chunk"):
@@ -89,7 +93,9 @@ class _Timeline:
             self._add_text(label, update.get("content", {}).get("text", ""))
             return
         if kind == "plan":
-            self.show(f"{self.elapsed()}  plan             {len(update.get('entries', []))} entries")
+            self.show(
+                f"{self.elapsed()}  plan             {len(update.get('entries', []))} entries"
+            )
             return
         phase = "discarded" if meta.get("preparationDiscarded") else meta.get("phase", "")
         self.show(
@@ -101,7 +107,9 @@ class _Timeline:
 def run_demo(*, json_output: bool = False, replay_file: str | None = None) -> int:
     timeline = _Timeline(json_output)
     if not json_output:
-        timeline.show("    time  frame            toolCallId                   status       phase      tool")
+        timeline.show(
+            "    time  frame            toolCallId                   status       phase      tool"
+        )
     with tempfile.TemporaryDirectory(prefix="toolprep-demo-") as workdir:
         project = Path(workdir)
         (project / "README.md").write_text(DEMO_README)
@@ -117,10 +125,17 @@ def run_demo(*, json_output: bool = False, replay_file: str | None = None) -> in
         try:
             init = client.request(
                 "initialize",
-                {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}}},
+                {
+                    "protocolVersion": 1,
+                    "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}},
+                },
             ).result(timeout=30)
-            timeline.show(f"{timeline.elapsed()}  initialize       agent {init.get('agentInfo', {}).get('name')} protocol {init.get('protocolVersion')}")
-            session = client.request("session/new", {"cwd": str(project), "mcpServers": []}).result(timeout=30)
+            timeline.show(
+                f"{timeline.elapsed()}  initialize       agent {init.get('agentInfo', {}).get('name')} protocol {init.get('protocolVersion')}"
+            )
+            session = client.request("session/new", {"cwd": str(project), "mcpServers": []}).result(
+                timeout=30
+            )
             session_id = session["sessionId"]
             for text, cancel in PROMPTS:
                 timeline.show(f"{timeline.elapsed()}  prompt           {text!r}")
@@ -134,7 +149,9 @@ def run_demo(*, json_output: bool = False, replay_file: str | None = None) -> in
                     timeline.show(f"{timeline.elapsed()}  cancel           (user pressed stop)")
                     client.notify("session/cancel", {"sessionId": session_id})
                 result = reply.result(timeout=60)
-                timeline.show(f"{timeline.elapsed()}  prompt reply     stopReason={result.get('stopReason')}")
+                timeline.show(
+                    f"{timeline.elapsed()}  prompt reply     stopReason={result.get('stopReason')}"
+                )
         finally:
             agent.stdin.close()
             try:

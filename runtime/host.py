@@ -123,8 +123,11 @@ class Runtime:
             SUPERVISOR: (
                 SessionSupervisor,
                 (
-                    self.supervisor_state, self.routes, self.registry.declarations(),
-                    self.scheduler, turn_config,
+                    self.supervisor_state,
+                    self.routes,
+                    self.registry.declarations(),
+                    self.scheduler,
+                    turn_config,
                 ),
                 {},
             ),
@@ -184,7 +187,11 @@ class Runtime:
         self.directory.tell(role, CrashRole(f"injected fault in {role}", session_id))
 
     def active_turns(self) -> list[str]:
-        return [s.session_id for s in list(self.supervisor_state.sessions.values()) if s.turn is not None]
+        return [
+            s.session_id
+            for s in list(self.supervisor_state.sessions.values())
+            if s.turn is not None
+        ]
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Cancel running turns (their cards are discarded), then stop every role."""

@@ -15,7 +15,9 @@ class RetryPolicy:
     jitter: float = 0.25
     """Fraction of the delay added at random, so many sessions do not retry in lockstep."""
 
-    def delay(self, retry_number: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
+    def delay(
+        self, retry_number: int, retry_after: float | None = None, rng: random.Random | None = None
+    ) -> float:
         """Seconds to wait before retry ``retry_number`` (1-based).
 
         A provider's ``retry-after`` is a floor: waiting less would only earn

@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 
 
 class TimerHandle:
-    __slots__ = ("_scheduler", "_key")
+    __slots__ = ("_key", "_scheduler")
 
     def __init__(self, scheduler: Scheduler, key: int) -> None:
         self._scheduler = scheduler

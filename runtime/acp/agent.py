@@ -75,7 +75,12 @@ class ConnectionFilesystem:
     """File tools through the editor's ``fs/read_text_file`` / ``fs/write_text_file``."""
 
     def __init__(
-        self, connection: JsonRpcConnection, session_id: str, *, can_read: bool, can_write: bool,
+        self,
+        connection: JsonRpcConnection,
+        session_id: str,
+        *,
+        can_read: bool,
+        can_write: bool,
         timeout: float = 30.0,
     ) -> None:
         self._connection = connection
@@ -86,11 +91,13 @@ class ConnectionFilesystem:
 
     def _call(self, method: str, params: dict[str, Any]) -> Any:
         try:
-            return self._connection.request(method, {"sessionId": self._session_id, **params}).result(
-                timeout=self._timeout
-            )
+            return self._connection.request(
+                method, {"sessionId": self._session_id, **params}
+            ).result(timeout=self._timeout)
         except RpcError as exc:
-            raise ToolError(f"the editor could not {method.split('/')[-1]}: {exc.message}") from None
+            raise ToolError(
+                f"the editor could not {method.split('/')[-1]}: {exc.message}"
+            ) from None
         except Exception as exc:
             raise ToolError(f"the editor did not answer {method}: {exc!r}") from None
 
@@ -165,7 +172,8 @@ class AcpAgent:
         client_fs = None
         if fs_caps.get("readTextFile") is True or fs_caps.get("writeTextFile") is True:
             client_fs = ConnectionFilesystem(
-                self.connection, session_id,
+                self.connection,
+                session_id,
                 can_read=fs_caps.get("readTextFile") is True,
                 can_write=fs_caps.get("writeTextFile") is True,
             )

@@ -10,12 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from toolprep.messages.content import Part, TextPart
-from toolprep.runtime.acp.errors import RpcError, INVALID_PARAMS
+from toolprep.runtime.acp.errors import INVALID_PARAMS, RpcError
 
 
 def prompt_to_parts(prompt: Any) -> tuple[Part, ...]:
     if not isinstance(prompt, list) or not prompt:
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'prompt' must be a non-empty array of content blocks")
+        raise RpcError(
+            INVALID_PARAMS, "Invalid params: 'prompt' must be a non-empty array of content blocks"
+        )
     parts: list[Part] = []
     for index, block in enumerate(prompt):
         where = f"prompt[{index}]"

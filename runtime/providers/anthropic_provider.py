@@ -27,7 +27,10 @@ from toolprep.messages.content import (
     TextPart,
     ThoughtPart,
 )
-from toolprep.runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX, AnthropicStreamAdapter
+from toolprep.runtime.providers.anthropic_adapter import (
+    REDACTED_THINKING_PREFIX,
+    AnthropicStreamAdapter,
+)
 from toolprep.runtime.providers.base import ModelRequest, StreamError
 from toolprep.runtime.providers.history import MISSING_RESULT, tool_result_text
 from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error

@@ -18,7 +18,9 @@ ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
 ]
 
-PermissionOutcome = Literal["allow_once", "allow_always", "reject_once", "reject_always", "cancelled"]
+PermissionOutcome = Literal[
+    "allow_once", "allow_always", "reject_once", "reject_always", "cancelled"
+]
 
 
 class ToolError(Exception):
@@ -45,7 +47,9 @@ class ClientFilesystem(Protocol):
     can_read: bool
     can_write: bool
 
-    def read_text_file(self, path: str, line: int | None = None, limit: int | None = None) -> str: ...
+    def read_text_file(
+        self, path: str, line: int | None = None, limit: int | None = None
+    ) -> str: ...
 
     def write_text_file(self, path: str, content: str) -> None: ...
 

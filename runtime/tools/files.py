@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
 from toolprep.runtime.tools.acp_shapes import code_block, diff_content, location, text_content
-from toolprep.runtime.tools.base import ClientFilesystem, ToolContext, ToolError, ToolKind, ToolOutput
+from toolprep.runtime.tools.base import (
+    ClientFilesystem,
+    ToolContext,
+    ToolError,
+    ToolKind,
+    ToolOutput,
+)
 from toolprep.runtime.tools.builtin import BuiltinTool, int_arg, str_arg
 from toolprep.runtime.tools.paths import display_path, resolve_path, title_path
 
@@ -88,9 +94,7 @@ def _skip_lines(handle: BinaryIO, count: int) -> int:
     return seen
 
 
-def _text_output(
-    text: str, note: str, *, empty: bool, raw_output: dict[str, Any]
-) -> ToolOutput:
+def _text_output(text: str, note: str, *, empty: bool, raw_output: dict[str, Any]) -> ToolOutput:
     """File text for the model and the card, with the truncation note in both."""
     llm_text = text if text or not empty else "(the file is empty)"
     if note:
@@ -195,13 +199,19 @@ class ReadFileTool(BuiltinTool):
         note = ""
         if len(data) > cap:
             text = _decode(data[:cap], final=False)
-            note = f"Output truncated at {cap} bytes; call read_file with a larger offset to continue."
+            note = (
+                f"Output truncated at {cap} bytes; call read_file with a larger offset to continue."
+            )
         return _text_output(
             text,
             note,
             empty=True,
-            raw_output={"path": str(path), "startLine": offset, "truncated": bool(note),
-                        "source": "client"},
+            raw_output={
+                "path": str(path),
+                "startLine": offset,
+                "truncated": bool(note),
+                "source": "client",
+            },
         )
 
     def _window(
@@ -321,7 +331,9 @@ class WriteFileTool(BuiltinTool):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)  # editors write files, not directories
         except OSError as exc:
-            raise ToolError(f"{self.name}: cannot create the folder of {path}: {exc.strerror}") from None
+            raise ToolError(
+                f"{self.name}: cannot create the folder of {path}: {exc.strerror}"
+            ) from None
         fs.write_text_file(str(path), new_text)
         shown = display_path(path, ctx.cwd)
         verb = "Created" if old_text is None else "Updated"

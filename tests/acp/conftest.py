@@ -32,12 +32,23 @@ from tests.support.runtime_harness import provider_base_url
 REPO = Path(__file__).resolve().parents[2]
 
 
-def agent_command(kind: str, server: FakeProviderServer, *extra: str) -> tuple[list[str], dict[str, str]]:
+def agent_command(
+    kind: str, server: FakeProviderServer, *extra: str
+) -> tuple[list[str], dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["ANTHROPIC_API_KEY" if kind == "anthropic" else "OPENAI_API_KEY"] = "test-key"
     command = [
-        sys.executable, "-m", "toolprep.runtime.cli", "acp", "--provider", kind,
-        "--base-url", provider_base_url(kind, server), "--max-retries", "2", *extra,
+        sys.executable,
+        "-m",
+        "toolprep.runtime.cli",
+        "acp",
+        "--provider",
+        kind,
+        "--base-url",
+        provider_base_url(kind, server),
+        "--max-retries",
+        "2",
+        *extra,
     ]
     return command, env
 
@@ -64,18 +75,27 @@ class RecordingClient:
                 self.updates.append(message["params"])
             self.changed.set()
 
-    async def request_permission(self, options: Any, session_id: str, tool_call: Any, **kwargs: Any) -> Any:
+    async def request_permission(
+        self, options: Any, session_id: str, tool_call: Any, **kwargs: Any
+    ) -> Any:
         self.permission_asked.set()
         if self.permission == "wait":
             await self.permission_release.wait()
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=self.permission))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=self.permission)
+        )
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         return None
 
     async def read_text_file(
-        self, path: str, session_id: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+        self,
+        path: str,
+        session_id: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
     ) -> Any:
         text = self.buffers.get(path)
         if text is None:
@@ -88,7 +108,9 @@ class RecordingClient:
         return WriteTextFileResponse()
 
     def frames(self, session_id: str | None = None) -> list[dict[str, Any]]:
-        return [p["update"] for p in self.updates if session_id is None or p["sessionId"] == session_id]
+        return [
+            p["update"] for p in self.updates if session_id is None or p["sessionId"] == session_id
+        ]
 
     async def wait_for(self, predicate: Any, timeout: float = 15.0) -> None:
         async def loop() -> None:
@@ -118,7 +140,11 @@ class RawAgent:
 
     def __init__(self, command: Sequence[str], env: dict[str, str]) -> None:
         self.process = subprocess.Popen(
-            list(command), cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            list(command),
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
 

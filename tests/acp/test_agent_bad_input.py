@@ -17,7 +17,9 @@ from tests.support.runtime_harness import check_cards, lifecycle
 def agent(tmp_path: Path) -> Iterator[tuple[RawAgent, FakeProviderServer]]:
     with FakeProviderServer() as server:
         raw = RawAgent(*agent_command("anthropic", server, "--max-line-bytes", "4096"))
-        raw.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+        raw.send(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+        )
         reply, _ = raw.read_until_id(0)
         assert reply["result"]["protocolVersion"] == 1
         try:
@@ -34,8 +36,14 @@ def _error(agent: RawAgent, request_id: object) -> dict[str, object]:
 
 
 def _still_works(agent: RawAgent, tmp_path: Path, request_id: int = 99) -> str:
-    agent.send({"jsonrpc": "2.0", "id": request_id, "method": "session/new",
-                "params": {"cwd": str(tmp_path), "mcpServers": []}})
+    agent.send(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "session/new",
+            "params": {"cwd": str(tmp_path), "mcpServers": []},
+        }
+    )
     reply, _ = agent.read_until_id(request_id)
     return str(reply["result"]["sessionId"])
 
@@ -57,7 +65,9 @@ def test_invalid_request(agent: tuple[RawAgent, FakeProviderServer], tmp_path: P
     _still_works(raw, tmp_path)
 
 
-def test_unknown_method_is_named(agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path) -> None:
+def test_unknown_method_is_named(
+    agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path
+) -> None:
     raw, _ = agent
     raw.send({"jsonrpc": "2.0", "id": 4, "method": "session/teleport", "params": {}})
     error = _error(raw, 4)
@@ -75,7 +85,11 @@ def test_unknown_method_is_named(agent: tuple[RawAgent, FakeProviderServer], tmp
     ],
 )
 def test_bad_params_name_the_field(
-    agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path, method: str, params: dict[str, object], field: str
+    agent: tuple[RawAgent, FakeProviderServer],
+    tmp_path: Path,
+    method: str,
+    params: dict[str, object],
+    field: str,
 ) -> None:
     raw, _ = agent
     raw.send({"jsonrpc": "2.0", "id": 5, "method": method, "params": params})
@@ -84,19 +98,35 @@ def test_bad_params_name_the_field(
     _still_works(raw, tmp_path)
 
 
-def test_bad_prompt_block_is_named(agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path) -> None:
+def test_bad_prompt_block_is_named(
+    agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path
+) -> None:
     raw, _ = agent
     session_id = _still_works(raw, tmp_path, 6)
-    raw.send({"jsonrpc": "2.0", "id": 7, "method": "session/prompt",
-              "params": {"sessionId": session_id, "prompt": [{"type": "hologram"}]}})
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "session/prompt",
+            "params": {"sessionId": session_id, "prompt": [{"type": "hologram"}]},
+        }
+    )
     error = _error(raw, 7)
     assert error["code"] == -32602 and "prompt[0]" in str(error["message"])
 
 
-def test_unknown_session_is_a_clear_error(agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path) -> None:
+def test_unknown_session_is_a_clear_error(
+    agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path
+) -> None:
     raw, _ = agent
-    raw.send({"jsonrpc": "2.0", "id": 8, "method": "session/prompt",
-              "params": {"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]}})
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "method": "session/prompt",
+            "params": {"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]},
+        }
+    )
     error = _error(raw, 8)
     assert "nope" in str(error["message"]) and "not found" in str(error["message"]).lower()
     raw.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "nope"}})
@@ -107,7 +137,11 @@ def test_oversized_line_is_rejected_and_next_line_served(
     agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path
 ) -> None:
     raw, _ = agent
-    raw.send_raw(b'{"jsonrpc":"2.0","id":9,"method":"session/new","params":{"cwd":"' + b"x" * 10_000 + b'"}}\n')
+    raw.send_raw(
+        b'{"jsonrpc":"2.0","id":9,"method":"session/new","params":{"cwd":"'
+        + b"x" * 10_000
+        + b'"}}\n'
+    )
     error = _error(raw, None)
     assert "4096" in str(error["message"]) or "too large" in str(error["message"]).lower()
     _still_works(raw, tmp_path)
@@ -119,8 +153,14 @@ def test_stdin_eof_mid_turn_discards_cards_and_exits(
     raw, server = agent
     server.enqueue(sc.prepared_then_stall("anthropic", ("call_eof", "read_file", {"path": "a"})))
     session_id = _still_works(raw, tmp_path, 10)
-    raw.send({"jsonrpc": "2.0", "id": 11, "method": "session/prompt",
-              "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]}})
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 11,
+            "method": "session/prompt",
+            "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]},
+        }
+    )
     frames = []
     while not any((f.get("_meta") or {}).get("phase") == "preparing" for f in frames):
         message = raw.read()

@@ -33,7 +33,9 @@ async def test_multi_step_turn_streams_the_whole_lifecycle(kind: str, tmp_path: 
         client = RecordingClient()
         async with running_agent(*agent_command(kind, server), client) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("What is this?")])
+            reply = await conn.prompt(
+                session_id=session.session_id, prompt=[text_block("What is this?")]
+            )
         assert reply.stop_reason == "end_turn"
         frames = client.frames(session.session_id)
         check_cards(frames)
@@ -43,7 +45,9 @@ async def test_multi_step_turn_streams_the_whole_lifecycle(kind: str, tmp_path: 
         started = [f for f in frames if f.get("status") == "in_progress"][0]
         assert started["rawInput"] == {"path": "README.md"} and started["kind"] == "read"
         assert started["locations"][0]["path"].endswith("README.md")
-        texts = "".join(f["content"]["text"] for f in frames if f["sessionUpdate"] == "agent_message_chunk")
+        texts = "".join(
+            f["content"]["text"] for f in frames if f["sessionUpdate"] == "agent_message_chunk"
+        )
         assert texts == "Let me read it.It says hello."
         # The tool result reached the model in its own format on the second request.
         assert "Hello from the project" in str(server.requests[1].body)
@@ -51,7 +55,10 @@ async def test_multi_step_turn_streams_the_whole_lifecycle(kind: str, tmp_path: 
 
 @pytest.mark.parametrize("kind", PROVIDERS)
 async def test_retry_and_fallback_discard_cards(kind: str, tmp_path: Path) -> None:
-    paris, tokyo = ("call_a", "get_weather", {"city": "Paris"}), ("call_b", "read_file", {"path": "x"})
+    paris, tokyo = (
+        ("call_a", "get_weather", {"city": "Paris"}),
+        ("call_b", "read_file", {"path": "x"}),
+    )
     with FakeProviderServer() as server:
         server.enqueue(
             sc.prepared_then_error(kind, paris),  # retried on the primary model
@@ -60,7 +67,9 @@ async def test_retry_and_fallback_discard_cards(kind: str, tmp_path: Path) -> No
             sc.ok(sc.text_turn(kind, "Recovered.")),  # the fallback model answers
         )
         client = RecordingClient()
-        command, env = agent_command(kind, server, "--model", "primary", "--fallback-model", "backup")
+        command, env = agent_command(
+            kind, server, "--model", "primary", "--fallback-model", "backup"
+        )
         async with running_agent(command, env, client) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
@@ -72,7 +81,12 @@ async def test_retry_and_fallback_discard_cards(kind: str, tmp_path: Path) -> No
             "call_b": ["preparing", "discarded"],
             "call_c": ["preparing", "discarded"],
         }
-        assert [r.body["model"] for r in server.requests] == ["primary", "primary", "primary", "backup"]
+        assert [r.body["model"] for r in server.requests] == [
+            "primary",
+            "primary",
+            "primary",
+            "backup",
+        ]
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)
@@ -82,7 +96,9 @@ async def test_cancel_mid_stream_replies_cancelled(kind: str, tmp_path: Path) ->
         client = RecordingClient()
         async with running_agent(*agent_command(kind, server), client) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            prompt = asyncio.ensure_future(conn.prompt(session_id=session.session_id, prompt=[text_block("go")]))
+            prompt = asyncio.ensure_future(
+                conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            )
             await client.wait_for(lambda fs: any(is_preparing(f) for f in fs))
             await conn.cancel(session_id=session.session_id)
             reply = await asyncio.wait_for(prompt, 10)
@@ -99,7 +115,9 @@ async def test_cancel_mid_permission(tmp_path: Path) -> None:
         client = RecordingClient(permission="wait")
         async with running_agent(*agent_command(kind, server), client) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            prompt = asyncio.ensure_future(conn.prompt(session_id=session.session_id, prompt=[text_block("go")]))
+            prompt = asyncio.ensure_future(
+                conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            )
             await asyncio.wait_for(client.permission_asked.wait(), 10)
             await conn.cancel(session_id=session.session_id)
             client.permission_release.set()  # the client answers "cancelled", as ACP asks
@@ -113,14 +131,19 @@ async def test_permission_rejected_fails_the_call_and_turn_goes_on(tmp_path: Pat
     kind = "openai"
     shell = ("call_sh", "run_shell_command", {"command": "echo hi"})
     with FakeProviderServer() as server:
-        server.enqueue(sc.ok(sc.calls_turn(kind, [shell])), sc.ok(sc.text_turn(kind, "OK, I won't.")))
+        server.enqueue(
+            sc.ok(sc.calls_turn(kind, [shell])), sc.ok(sc.text_turn(kind, "OK, I won't."))
+        )
         client = RecordingClient(permission="reject_once")
         async with running_agent(*agent_command(kind, server), client) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
         assert reply.stop_reason == "end_turn"
         assert lifecycle(client.frames()) == {"call_sh": ["preparing", "in_progress", "failed"]}
-        assert "not allowed" in str(server.requests[1].body).lower() or "reject" in str(server.requests[1].body).lower()
+        assert (
+            "not allowed" in str(server.requests[1].body).lower()
+            or "reject" in str(server.requests[1].body).lower()
+        )
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)
@@ -130,7 +153,8 @@ async def test_two_sessions_on_one_connection_stay_apart(kind: str, tmp_path: Pa
         server.enqueue(
             sc.ok(sc.calls_turn(kind, [_read_call("call_one")]), pace_s=0.003),
             sc.ok(sc.calls_turn(kind, [_read_call("call_two")]), pace_s=0.003),
-            sc.ok(sc.text_turn(kind)), sc.ok(sc.text_turn(kind)),
+            sc.ok(sc.text_turn(kind)),
+            sc.ok(sc.text_turn(kind)),
         )
         client = RecordingClient()
         async with running_agent(*agent_command(kind, server), client) as (conn, _):
@@ -154,7 +178,8 @@ async def test_file_tools_go_through_the_editor_when_it_offers_fs(tmp_path: Path
     write = ("call_write", "write_file", {"path": "notes/NOTES.md", "content": "from the model\n"})
     with FakeProviderServer() as server:
         server.enqueue(
-            sc.ok(sc.calls_turn(kind, [_read_call(), write])), sc.ok(sc.text_turn(kind, "Done.")),
+            sc.ok(sc.calls_turn(kind, [_read_call(), write])),
+            sc.ok(sc.text_turn(kind, "Done.")),
         )
         client = RecordingClient()
         client.buffers[str(tmp_path / "README.md")] = "unsaved editor buffer\n"

@@ -14,8 +14,11 @@ from tests.support.runtime_harness import check_cards, lifecycle
 
 def test_demo_json_shows_preparing_retry_discard_and_cancel() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "toolprep.runtime.cli", "demo", "--json"], cwd=REPO, capture_output=True,
-        timeout=120, check=True,
+        [sys.executable, "-m", "toolprep.runtime.cli", "demo", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        timeout=120,
+        check=True,
     )
     messages = [orjson.loads(line) for line in done.stdout.splitlines()]
     for message in messages:
@@ -24,13 +27,19 @@ def test_demo_json_shows_preparing_retry_discard_and_cancel() -> None:
     check_cards(frames)
     cards = lifecycle(frames)
     assert ["preparing", "in_progress", "completed"] in cards.values()
-    assert sum(labels == ["preparing", "discarded"] for labels in cards.values()) == 2  # retry + cancel
+    assert (
+        sum(labels == ["preparing", "discarded"] for labels in cards.values()) == 2
+    )  # retry + cancel
 
 
 def test_demo_timeline_is_readable() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "toolprep.runtime.cli", "demo"], cwd=REPO, capture_output=True, text=True,
-        timeout=120, check=True,
+        [sys.executable, "-m", "toolprep.runtime.cli", "demo"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     out = done.stdout
     assert "preparing" in out and "discarded" in out and "stopReason=cancelled" in out

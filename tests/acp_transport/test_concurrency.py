@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection
 from tests.acp_transport.conftest import TIMEOUT, WireFactory
+from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection
 
 THREADS = 8
 PER_THREAD = 125  # 1000 requests in all

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.acp_transport.conftest import TIMEOUT, WireFactory
 from toolprep.runtime.acp.errors import (
     INTERNAL_ERROR,
     REQUEST_CANCELLED,
@@ -18,7 +19,6 @@ from toolprep.runtime.acp.errors import (
     require,
 )
 from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, build_error, build_response
-from tests.acp_transport.conftest import TIMEOUT, WireFactory
 
 Linked = Callable[..., tuple[JsonRpcConnection, JsonRpcConnection]]
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.acp_transport.conftest import Wired, WireFactory
+from tests.support.acp_schema import validate
 from toolprep.runtime.acp.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -19,8 +21,6 @@ from toolprep.runtime.acp.errors import (
     require,
     require_object,
 )
-from tests.acp_transport.conftest import Wired, WireFactory
-from tests.support.acp_schema import validate
 
 KNOWN_CODES = {-32700, -32600, -32601, -32602, -32603, -32800, -32000, -32002}
 

@@ -8,10 +8,10 @@ from typing import IO, Any, cast
 
 import pytest
 
-from toolprep.runtime.acp.errors import INVALID_REQUEST, PARSE_ERROR
-from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
 from tests.acp_transport.conftest import WireFactory
 from tests.acp_transport.test_errors import check_error_shape
+from toolprep.runtime.acp.errors import INVALID_REQUEST, PARSE_ERROR
+from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
 
 
 def _echo(params: Any, request_id: Any) -> Any:

@@ -11,11 +11,11 @@ from typing import Any
 import orjson
 import pytest
 
-from toolprep.runtime.acp.errors import ConnectionClosed, RpcError
-from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
 from tests.acp_transport.conftest import TIMEOUT, echo_agent_command, echo_agent_env
 from tests.acp_transport.test_errors import check_error_shape
 from tests.support.acp_schema import validate
+from toolprep.runtime.acp.errors import ConnectionClosed, RpcError
+from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
 
 
 def _spawn(*args: str) -> subprocess.Popen[bytes]:

@@ -10,20 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from toolprep.messages.content import TextPart
-from toolprep.runtime.tools.config import ToolConfig
-from toolprep.runtime.tools.registry import default_registry
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import ScriptedResponse
 from tests.support.runtime_harness import Harness, RecordingSink, check_cards, harness, lifecycle
+from toolprep.messages.content import TextPart
+from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.registry import default_registry
 
 PARIS = ("call_paris", "get_weather", {"city": "Paris"})
 TOKYO = ("call_tokyo", "get_weather", {"city": "Tokyo"})
 
 
 def _recovers(h: Harness, sid: str, sink: RecordingSink) -> None:
-    h.server.enqueue(sc.ok(sc.calls_turn(h.kind, [("call_after", "get_weather", {"city": "Oslo"})])),
-                     sc.ok(sc.text_turn(h.kind)))
+    h.server.enqueue(
+        sc.ok(sc.calls_turn(h.kind, [("call_after", "get_weather", {"city": "Oslo"})])),
+        sc.ok(sc.text_turn(h.kind)),
+    )
     assert h.turn(sid, sink).stop_reason == "end_turn"
     check_cards(sink.frames())
     assert lifecycle(sink.frames())["call_after"] == ["preparing", "in_progress", "completed"]
@@ -33,8 +35,11 @@ def _recovers(h: Harness, sid: str, sink: RecordingSink) -> None:
 def test_malformed_json_data_line_is_retried(kind: str, tmp_path: Path) -> None:
     with harness(kind, tmp_path) as h:
         opened = sc.until_opened(kind, PARIS)
-        h.server.enqueue(ScriptedResponse(events=[*opened, b"data: {not json at all\n\n"]),
-                         sc.ok(sc.calls_turn(kind, [TOKYO])), sc.ok(sc.text_turn(kind)))
+        h.server.enqueue(
+            ScriptedResponse(events=[*opened, b"data: {not json at all\n\n"]),
+            sc.ok(sc.calls_turn(kind, [TOKYO])),
+            sc.ok(sc.text_turn(kind)),
+        )
         sid, sink = h.session()
         assert h.turn(sid, sink).stop_reason == "end_turn"
         check_cards(sink.frames())
@@ -92,7 +97,9 @@ def test_cancel_storm_in_every_phase(phase: str, tmp_path: Path) -> None:
             elif phase == "tools":
                 sink.wait_for(lambda fs: any(f.get("status") == "in_progress" for f in fs))
             else:
-                sink.wait_for(lambda fs: any((f.get("_meta") or {}).get("preparationDiscarded") for f in fs))
+                sink.wait_for(
+                    lambda fs: any((f.get("_meta") or {}).get("preparationDiscarded") for f in fs)
+                )
             for _ in range(5):
                 h.runtime.cancel(sid)  # cancel twice (and more)
             assert reply.result(timeout=10).stop_reason == "cancelled"
@@ -104,8 +111,11 @@ def test_cancel_storm_in_every_phase(phase: str, tmp_path: Path) -> None:
 def test_tool_printing_megabytes_is_capped(tmp_path: Path) -> None:
     kind = "anthropic"
     registry = default_registry(ToolConfig(allow_shell=True))
-    command = ("call_sh", "run_shell_command",
-               {"command": "python3 -c \"import sys; sys.stdout.write('x' * 8_000_000)\""})
+    command = (
+        "call_sh",
+        "run_shell_command",
+        {"command": "python3 -c \"import sys; sys.stdout.write('x' * 8_000_000)\""},
+    )
     with harness(kind, tmp_path, registry=registry) as h:
         h.server.enqueue(sc.ok(sc.calls_turn(kind, [command])), sc.ok(sc.text_turn(kind)))
         sid, sink = h.session()
@@ -121,8 +131,15 @@ def test_tool_printing_megabytes_is_capped(tmp_path: Path) -> None:
 def test_other_sessions_unaffected_by_a_failing_one(tmp_path: Path) -> None:
     kind = "anthropic"
     with harness(kind, tmp_path, max_retries=0) as h:
-        h.server.enqueue(ScriptedResponse(status=400, body={"type": "error", "error": {
-            "type": "invalid_request_error", "message": "bad request"}}))
+        h.server.enqueue(
+            ScriptedResponse(
+                status=400,
+                body={
+                    "type": "error",
+                    "error": {"type": "invalid_request_error", "message": "bad request"},
+                },
+            )
+        )
         bad, bad_sink = h.session()
         assert h.turn(bad, bad_sink).error
         good, good_sink = h.session()
@@ -161,5 +178,7 @@ def test_closing_a_session_mid_turn_discards_its_cards(tmp_path: Path) -> None:
         sink.wait_for_preparing()
         h.runtime.close_session(sid)
         assert reply.result(timeout=10).stop_reason == "cancelled"
-        sink.wait_for(lambda fs: any((f.get("_meta") or {}).get("preparationDiscarded") for f in fs))
+        sink.wait_for(
+            lambda fs: any((f.get("_meta") or {}).get("preparationDiscarded") for f in fs)
+        )
         assert lifecycle(sink.frames()) == {"call_paris": ["preparing", "discarded"]}

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import anthropic
 import openai
 
+from tests.support.fixtures import PROVIDER_TRANSCRIPTS
 from toolprep.messages.content import (
     FunctionCallPart,
     GenerateContentResponse,
@@ -22,7 +22,6 @@ from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
 from toolprep.runtime.providers.openai_provider import OpenAIProvider
 from toolprep.runtime.providers.sse import decode_sse
-from tests.support.fixtures import PROVIDER_TRANSCRIPTS
 
 FIXTURES = PROVIDER_TRANSCRIPTS
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from toolprep.messages.content import Content, TextPart
-from toolprep.runtime.providers.base import ModelRequest, Provider, ToolDeclaration
 from tests.providers.helpers import (
     FIXTURES,
     anthropic_provider,
@@ -20,6 +18,8 @@ from tests.providers.helpers import (
     summarize_all,
 )
 from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
+from toolprep.messages.content import Content, TextPart
+from toolprep.runtime.providers.base import ModelRequest, Provider, ToolDeclaration
 
 Expectation = tuple[list[tuple[str, ...]], tuple[str, bool, str] | None]
 

@@ -9,7 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolprep.runtime.providers.json_args import ArgumentsError, parse_arguments, repair_truncated_object
+from toolprep.runtime.providers.json_args import (
+    ArgumentsError,
+    parse_arguments,
+    repair_truncated_object,
+)
 
 
 @pytest.mark.parametrize(

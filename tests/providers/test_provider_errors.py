@@ -9,9 +9,6 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from toolprep.messages.content import Content, GenerateContentResponse, TextPart
-from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
-from toolprep.runtime.providers.factory import build_provider
 from tests.providers.helpers import anthropic_provider, collect, openai_provider, text_of
 from tests.support.fake_provider import (
     FakeProviderServer,
@@ -19,6 +16,9 @@ from tests.support.fake_provider import (
     anthropic_sse,
     openai_sse,
 )
+from toolprep.messages.content import Content, GenerateContentResponse, TextPart
+from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
+from toolprep.runtime.providers.factory import build_provider
 
 REQUEST = ModelRequest(model="test-model", history=(Content("user", (TextPart("hi"),)),))
 

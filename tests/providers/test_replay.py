@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests.providers.helpers import collect, flat, text_of
+from tests.support.fake_provider import openai_sse
 from toolprep.messages.content import (
     Content,
     FunctionCall,
@@ -25,8 +27,6 @@ from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
 from toolprep.runtime.providers.base import ModelRequest, StreamError
 from toolprep.runtime.providers.openai_provider import OpenAIProvider
 from toolprep.runtime.providers.replay import ReplayProvider, ReplayScript, ReplayTransport
-from tests.providers.helpers import collect, flat, text_of
-from tests.support.fake_provider import openai_sse
 
 
 def user(text: str) -> Content:

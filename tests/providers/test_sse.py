@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolprep.runtime.providers.sse import SseDecoder, decode_sse
 from tests.providers.helpers import FIXTURES
+from toolprep.runtime.providers.sse import SseDecoder, decode_sse
 
 
 def test_event_name_and_data() -> None:

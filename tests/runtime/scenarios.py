@@ -6,19 +6,22 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tests.support.fake_provider import ScriptedResponse, anthropic_sse, openai_sse, split_sse_events
+from tests.support.fake_provider import (
+    ScriptedResponse,
+    anthropic_sse,
+    openai_sse,
+    split_sse_events,
+)
 
 Call = tuple[str, str, Mapping[str, Any]]
 
-ANTHROPIC_OVERLOADED = (
-    b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
-)
-OPENAI_SERVER_ERROR = (
-    b'data: {"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}\n\n'
-)
+ANTHROPIC_OVERLOADED = b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+OPENAI_SERVER_ERROR = b'data: {"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}\n\n'
 
 
-def calls_turn(kind: str, calls: Sequence[Call], text: str | None = None, fragment_size: int = 6) -> str:
+def calls_turn(
+    kind: str, calls: Sequence[Call], text: str | None = None, fragment_size: int = 6
+) -> str:
     if kind == "anthropic":
         return anthropic_sse(text=text, tool_calls=calls, fragment_size=fragment_size)
     return openai_sse(text=text, tool_calls=calls, fragment_size=fragment_size)
@@ -38,7 +41,9 @@ def error_event(kind: str) -> bytes:
     return ANTHROPIC_OVERLOADED if kind == "anthropic" else OPENAI_SERVER_ERROR
 
 
-def until_opened(kind: str, call: Call, extra_fragments: int = 1, text: str | None = None) -> list[bytes]:
+def until_opened(
+    kind: str, call: Call, extra_fragments: int = 1, text: str | None = None
+) -> list[bytes]:
     """The stream up to the call's identity plus a few argument fragments (never complete)."""
     all_events = events(calls_turn(kind, [call], text=text))
     opener = next(i for i, e in enumerate(all_events) if call[0].encode() in e)
@@ -49,8 +54,13 @@ def until_parsed(kind: str, call: Call) -> list[bytes]:
     """The stream up to the point where the call is complete (parsed) but the stream is not over."""
     all_events = events(calls_turn(kind, [call]))
     if kind == "anthropic":
-        stop = next(i for i, e in enumerate(all_events) if b"content_block_stop" in e and i > 1
-                    and any(call[0].encode() in x for x in all_events[:i]))
+        stop = next(
+            i
+            for i, e in enumerate(all_events)
+            if b"content_block_stop" in e
+            and i > 1
+            and any(call[0].encode() in x for x in all_events[:i])
+        )
         return all_events[: stop + 1]
     finish = next(i for i, e in enumerate(all_events) if b'"finish_reason":"tool_calls"' in e)
     return all_events[: finish + 1]
@@ -71,7 +81,9 @@ def prepared_then_stall(kind: str, call: Call) -> ScriptedResponse:
 
 def prepared_then_cut(kind: str, call: Call) -> ScriptedResponse:
     evs = until_opened(kind, call, extra_fragments=2)
-    return ScriptedResponse(events=[*evs, *events(calls_turn(kind, [call]))[len(evs):]], cut_after=len(evs))
+    return ScriptedResponse(
+        events=[*evs, *events(calls_turn(kind, [call]))[len(evs) :]], cut_after=len(evs)
+    )
 
 
 def parsed_then_error(kind: str, call: Call) -> ScriptedResponse:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER
 from tests.runtime import scenarios as sc
 from tests.support.runtime_harness import (
     RecordingSink,
@@ -18,6 +17,7 @@ from tests.support.runtime_harness import (
     lifecycle,
     tool_frames,
 )
+from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER
 
 PROVIDERS = ["anthropic", "openai"]
 PARIS = ("call_paris", "get_weather", {"city": "Paris"})
@@ -31,7 +31,9 @@ def _request_text(server, index: int) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("kind", PROVIDERS)
 def test_preparing_then_in_progress_then_completed(kind: str, tmp_path: Path) -> None:
     with harness(kind, tmp_path) as h:
-        h.server.enqueue(sc.ok(sc.calls_turn(kind, [PARIS], text="Checking.")), sc.ok(sc.text_turn(kind)))
+        h.server.enqueue(
+            sc.ok(sc.calls_turn(kind, [PARIS], text="Checking.")), sc.ok(sc.text_turn(kind))
+        )
         sid, sink = h.session()
         result = h.turn(sid, sink)
         frames = sink.frames()
@@ -63,9 +65,12 @@ def test_parallel_calls_keep_model_order(kind: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", PROVIDERS)
 @pytest.mark.parametrize(
-    "failure", ["in_band_error", "truncated", "connection_cut"],
+    "failure",
+    ["in_band_error", "truncated", "connection_cut"],
 )
-def test_retry_discards_abandoned_card_and_never_runs_it(kind: str, failure: str, tmp_path: Path) -> None:
+def test_retry_discards_abandoned_card_and_never_runs_it(
+    kind: str, failure: str, tmp_path: Path
+) -> None:
     first = {
         "in_band_error": sc.prepared_then_error,
         "truncated": sc.prepared_then_truncated,
@@ -102,7 +107,9 @@ def test_parsed_call_of_failed_stream_is_discarded_not_run(kind: str, tmp_path: 
 def test_model_fallback_discards_and_uses_next_model(kind: str, tmp_path: Path) -> None:
     with harness(kind, tmp_path, models=("primary", "backup"), max_retries=0) as h:
         h.server.enqueue(
-            sc.prepared_then_error(kind, PARIS), sc.ok(sc.calls_turn(kind, [TOKYO])), sc.ok(sc.text_turn(kind))
+            sc.prepared_then_error(kind, PARIS),
+            sc.ok(sc.calls_turn(kind, [TOKYO])),
+            sc.ok(sc.text_turn(kind)),
         )
         sid, sink = h.session()
         assert h.turn(sid, sink).stop_reason == "end_turn"
@@ -167,7 +174,9 @@ def test_normal_end_discards_preparation_without_complete_call(tmp_path: Path) -
     # Anthropic names a call, then ends the message normally without ever closing its block.
     kind = "anthropic"
     opened = sc.until_opened(kind, PARIS)
-    ending = [e for e in sc.events(sc.text_turn(kind)) if b"message_delta" in e or b"message_stop" in e]
+    ending = [
+        e for e in sc.events(sc.text_turn(kind)) if b"message_delta" in e or b"message_stop" in e
+    ]
     with harness(kind, tmp_path) as h:
         h.server.enqueue(sc.ScriptedResponse(events=[*opened, *ending]))
         sid, sink = h.session()
@@ -181,7 +190,9 @@ def test_normal_end_discards_preparation_without_complete_call(tmp_path: Path) -
 def test_openai_finish_with_unfinished_arguments_never_runs_them(tmp_path: Path) -> None:
     kind = "openai"
     opened = sc.until_opened(kind, PARIS)
-    ending = [e for e in sc.events(sc.text_turn(kind)) if b'"finish_reason":"stop"' in e or b"[DONE]" in e]
+    ending = [
+        e for e in sc.events(sc.text_turn(kind)) if b'"finish_reason":"stop"' in e or b"[DONE]" in e
+    ]
     with harness(kind, tmp_path) as h:
         h.server.enqueue(sc.ScriptedResponse(events=[*opened, *ending]), sc.ok(sc.text_turn(kind)))
         sid, sink = h.session()
@@ -195,7 +206,8 @@ def test_openai_finish_with_unfinished_arguments_never_runs_them(tmp_path: Path)
 def test_reused_history_id_gets_fresh_id_in_every_frame(kind: str, tmp_path: Path) -> None:
     with harness(kind, tmp_path) as h:
         h.server.enqueue(
-            sc.ok(sc.calls_turn(kind, [PARIS])), sc.ok(sc.text_turn(kind)),
+            sc.ok(sc.calls_turn(kind, [PARIS])),
+            sc.ok(sc.text_turn(kind)),
             sc.ok(sc.calls_turn(kind, [("call_paris", "get_weather", {"city": "Lyon"})])),
             sc.ok(sc.text_turn(kind)),
         )
@@ -209,13 +221,18 @@ def test_reused_history_id_gets_fresh_id_in_every_frame(kind: str, tmp_path: Pat
             "call_paris": ["preparing", "in_progress", "completed"],
             "call_paris_2": ["preparing", "in_progress", "completed"],
         }
-        assert h.tool.executed == [("call_paris", {"city": "Paris"}), ("call_paris_2", {"city": "Lyon"})]
+        assert h.tool.executed == [
+            ("call_paris", {"city": "Paris"}),
+            ("call_paris_2", {"city": "Lyon"}),
+        ]
         assert "call_paris_2" in _request_text(h.server, 3)
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)
 @pytest.mark.parametrize("behaviour", ["raise", "tool_error"])
-def test_failing_tool_is_a_failed_result_not_a_discard(kind: str, behaviour: str, tmp_path: Path) -> None:
+def test_failing_tool_is_a_failed_result_not_a_discard(
+    kind: str, behaviour: str, tmp_path: Path
+) -> None:
     with harness(kind, tmp_path) as h:
         h.tool.behaviour = behaviour
         h.server.enqueue(sc.ok(sc.calls_turn(kind, [PARIS])), sc.ok(sc.text_turn(kind)))
@@ -227,7 +244,9 @@ def test_failing_tool_is_a_failed_result_not_a_discard(kind: str, behaviour: str
         failed = [f for f in frames if f.get("status") == "failed"][0]
         assert not is_discarded(failed)
         assert failed["content"][0]["content"]["text"]
-        assert ("exploded" if behaviour == "raise" else "city not found") in _request_text(h.server, 1)
+        assert ("exploded" if behaviour == "raise" else "city not found") in _request_text(
+            h.server, 1
+        )
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)
@@ -246,7 +265,10 @@ def test_tool_timeout_fails_card(kind: str, tmp_path: Path) -> None:
 def test_todo_write_shows_plan_but_no_card(kind: str, tmp_path: Path) -> None:
     todos = {"todos": [{"content": "Write tests", "status": "in_progress"}]}
     with harness(kind, tmp_path) as h:
-        h.server.enqueue(sc.ok(sc.calls_turn(kind, [("call_todo", "todo_write", todos)])), sc.ok(sc.text_turn(kind)))
+        h.server.enqueue(
+            sc.ok(sc.calls_turn(kind, [("call_todo", "todo_write", todos)])),
+            sc.ok(sc.text_turn(kind)),
+        )
         sid, sink = h.session()
         assert h.turn(sid, sink).stop_reason == "end_turn"
         frames = sink.frames()
@@ -278,8 +300,11 @@ def test_failing_frame_write_does_not_stop_other_discards(kind: str, tmp_path: P
 def test_role_crash_mid_stream_discards_and_recovers(role: str, tmp_path: Path) -> None:
     kind = "anthropic"
     with harness(kind, tmp_path) as h:
-        h.server.enqueue(sc.prepared_then_stall(kind, PARIS), sc.ok(sc.calls_turn(kind, [TOKYO])),
-                         sc.ok(sc.text_turn(kind)))
+        h.server.enqueue(
+            sc.prepared_then_stall(kind, PARIS),
+            sc.ok(sc.calls_turn(kind, [TOKYO])),
+            sc.ok(sc.text_turn(kind)),
+        )
         sid, sink = h.session()
         reply = h.prompt(sid, sink)
         sink.wait_for_preparing()
@@ -303,8 +328,10 @@ def test_role_crash_mid_stream_discards_and_recovers(role: str, tmp_path: Path) 
 def test_two_sessions_never_mix_frames(kind: str, tmp_path: Path) -> None:
     with harness(kind, tmp_path) as h:
         h.server.enqueue(
-            sc.ok(sc.calls_turn(kind, [PARIS]), pace_s=0.005), sc.ok(sc.calls_turn(kind, [TOKYO]), pace_s=0.005),
-            sc.ok(sc.text_turn(kind)), sc.ok(sc.text_turn(kind)),
+            sc.ok(sc.calls_turn(kind, [PARIS]), pace_s=0.005),
+            sc.ok(sc.calls_turn(kind, [TOKYO]), pace_s=0.005),
+            sc.ok(sc.text_turn(kind)),
+            sc.ok(sc.text_turn(kind)),
         )
         sid1, sink1 = h.session()
         sid2, sink2 = h.session()
@@ -321,7 +348,11 @@ def test_two_sessions_never_mix_frames(kind: str, tmp_path: Path) -> None:
 def test_calls_cut_by_the_token_limit_never_run(tmp_path: Path) -> None:
     kind = "openai"
     opened = sc.until_opened(kind, PARIS, extra_fragments=2)
-    length_finish = [e for e in sc.events(sc.text_turn(kind, finish_reason="length")) if b'"length"' in e or b"[DONE]" in e]
+    length_finish = [
+        e
+        for e in sc.events(sc.text_turn(kind, finish_reason="length"))
+        if b'"length"' in e or b"[DONE]" in e
+    ]
     with harness(kind, tmp_path) as h:
         h.server.enqueue(sc.ScriptedResponse(events=[*opened, *length_finish]))
         sid, sink = h.session()
@@ -334,8 +365,12 @@ def test_calls_cut_by_the_token_limit_never_run(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", PROVIDERS)
 def test_refusal_discards_calls_and_stops(kind: str, tmp_path: Path) -> None:
-    reason = {"stop_reason": "refusal"} if kind == "anthropic" else {"finish_reason": "content_filter"}
-    refused = (sc.anthropic_sse if kind == "anthropic" else sc.openai_sse)(tool_calls=[PARIS], **reason)
+    reason = (
+        {"stop_reason": "refusal"} if kind == "anthropic" else {"finish_reason": "content_filter"}
+    )
+    refused = (sc.anthropic_sse if kind == "anthropic" else sc.openai_sse)(
+        tool_calls=[PARIS], **reason
+    )
     with harness(kind, tmp_path) as h:
         h.server.enqueue(sc.ok(refused))
         sid, sink = h.session()

@@ -16,7 +16,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolprep.actors.base import EXECUTOR, READER, SUPERVISOR, TRACKER
 from tests.runtime import scenarios as sc
 from tests.support.runtime_harness import (
     TURN_END,
@@ -26,6 +25,7 @@ from tests.support.runtime_harness import (
     is_preparing,
     lifecycle,
 )
+from toolprep.actors.base import EXECUTOR, READER, SUPERVISOR, TRACKER
 
 ENDINGS = ["ok", "in_band_error", "truncated", "cut", "parsed_error", "stall_cancel", "stall_crash"]
 ROLES = [TRACKER, READER, SUPERVISOR, EXECUTOR]
@@ -75,7 +75,10 @@ def test_any_interleaving_keeps_the_card_invariants(
     ids = itertools.count(1)
     planned: list[tuple[dict[str, Any], list[sc.Call]]] = []
     for attempt in attempts:
-        calls = [(f"call_{next(ids)}", "get_weather", {"city": f"C{n}" * (n + 1)}) for n in range(attempt["calls"])]
+        calls = [
+            (f"call_{next(ids)}", "get_weather", {"city": f"C{n}" * (n + 1)})
+            for n in range(attempt["calls"])
+        ]
         planned.append((attempt, calls))
     completed_ids = {c[0] for a, calls in planned if a["ending"] == "ok" for c in calls}
 

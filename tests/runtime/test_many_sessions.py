@@ -6,15 +6,21 @@ import threading
 import time
 from pathlib import Path
 
-from toolprep.actors.stream_reader import ModelRoute
 from benchmarks._harness import bench_registry, loopback_server
+from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
+from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import TextPart
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import build_provider
-from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
 
-RUNTIME_THREADS = ("toolprep-", "AcpEmitter", "ToolExecutor", "PreparationTracker", "StreamReader",
-                   "SessionSupervisor")
+RUNTIME_THREADS = (
+    "toolprep-",
+    "AcpEmitter",
+    "ToolExecutor",
+    "PreparationTracker",
+    "StreamReader",
+    "SessionSupervisor",
+)
 
 
 def runtime_threads() -> int:
@@ -44,7 +50,9 @@ def _run_sessions(runtime: Runtime, count: int, cwd: Path) -> tuple[int, list[Re
 def test_thousand_sessions_constant_threads(tmp_path: Path) -> None:
     with loopback_server(rate=0.0) as server:
         registry = bench_registry()
-        provider = build_provider("anthropic", base_url=server.base_url, api_key="bench", max_retries=0)
+        provider = build_provider(
+            "anthropic", base_url=server.base_url, api_key="bench", max_retries=0
+        )
         runtime = Runtime([ModelRoute(provider, "bench")], registry, RuntimeConfig(tool_workers=4))
         try:
             peak_small, _ = _run_sessions(runtime, 10, tmp_path)
@@ -55,7 +63,9 @@ def test_thousand_sessions_constant_threads(tmp_path: Path) -> None:
         frames = sink.frames()
         check_cards(frames)
         cards = lifecycle(frames)
-        assert cards and all(labels == ["preparing", "in_progress", "completed"] for labels in cards.values())
+        assert cards and all(
+            labels == ["preparing", "in_progress", "completed"] for labels in cards.values()
+        )
     # Roles (5) + stream loop + timer + tool pool (4) + resolver pool (2): fixed, not per session.
     ceiling = 5 + 1 + 1 + 4 + 2
     assert peak_large <= ceiling, (peak_small, peak_large)

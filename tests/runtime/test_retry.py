@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from toolprep.runtime.retry import RetryPolicy
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import ScriptedResponse
 from tests.support.runtime_harness import check_cards, harness, lifecycle
+from toolprep.runtime.retry import RetryPolicy
 
 PARIS = ("call_paris", "get_weather", {"city": "Paris"})
 
@@ -38,8 +38,14 @@ def test_http_429_retry_after_is_honoured(kind: str, tmp_path: Path) -> None:
     policy = RetryPolicy(max_retries=2, base_delay=0.01, jitter=0.0, max_delay=2.0)
     with harness(kind, tmp_path, retry=policy) as h:
         h.server.enqueue(
-            ScriptedResponse(status=429, headers={"retry-after": "0.3"},
-                             body={"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}),
+            ScriptedResponse(
+                status=429,
+                headers={"retry-after": "0.3"},
+                body={
+                    "type": "error",
+                    "error": {"type": "rate_limit_error", "message": "slow down"},
+                },
+            ),
             sc.ok(sc.text_turn(kind)),
         )
         sid, sink = h.session()
@@ -55,7 +61,9 @@ def test_http_429_retry_after_is_honoured(kind: str, tmp_path: Path) -> None:
 def test_500_then_success(kind: str, tmp_path: Path) -> None:
     with harness(kind, tmp_path) as h:
         h.server.enqueue(
-            ScriptedResponse(status=500, body={"error": {"message": "boom", "type": "server_error"}}),
+            ScriptedResponse(
+                status=500, body={"error": {"message": "boom", "type": "server_error"}}
+            ),
             sc.ok(sc.calls_turn(kind, [PARIS])),
             sc.ok(sc.text_turn(kind)),
         )
@@ -87,7 +95,13 @@ def test_retries_are_bounded(kind: str, tmp_path: Path) -> None:
 def test_non_retryable_error_goes_straight_to_fallback(kind: str, tmp_path: Path) -> None:
     with harness(kind, tmp_path, models=("primary", "backup"), max_retries=3) as h:
         h.server.enqueue(
-            ScriptedResponse(status=400, body={"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}),
+            ScriptedResponse(
+                status=400,
+                body={
+                    "type": "error",
+                    "error": {"type": "invalid_request_error", "message": "bad"},
+                },
+            ),
             sc.ok(sc.text_turn(kind)),
         )
         sid, sink = h.session()

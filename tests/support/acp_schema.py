@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -12,7 +11,6 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from tests.support.fixtures import ACP_SCHEMA_PATH
-
 
 
 @functools.cache

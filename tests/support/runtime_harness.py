@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.acp_schema import validate_update
+from tests.support.fake_provider import FakeProviderServer
 from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import TextPart
 from toolprep.messages.turns import TurnResult
@@ -25,8 +27,6 @@ from toolprep.runtime.providers.factory import build_provider
 from toolprep.runtime.retry import RetryPolicy
 from toolprep.runtime.tools.base import ToolContext, ToolError, ToolOutput
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry
-from tests.support.acp_schema import validate_update
-from tests.support.fake_provider import FakeProviderServer
 
 TURN_END = {"sessionUpdate": "__turn_result__"}
 
@@ -49,7 +49,9 @@ class RecordingSink:
             self.events.append((session_id, update))
             self.changed.notify_all()
 
-    def request_permission(self, session_id: str, tool_call: dict[str, Any], request: Any) -> Future[str]:
+    def request_permission(
+        self, session_id: str, tool_call: dict[str, Any], request: Any
+    ) -> Future[str]:
         answer: Future[str] = Future()
         with self.lock:
             self.permission_requests.append(tool_call)
@@ -68,13 +70,17 @@ class RecordingSink:
         with self.lock:
             return [u for s, u in self.events if session_id is None or s == session_id]
 
-    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 10.0) -> None:
+    def wait_for(
+        self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 10.0
+    ) -> None:
         deadline = time.monotonic() + timeout
         with self.lock:
             while not predicate([u for _, u in self.events]):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise AssertionError(f"timed out waiting; frames: {[u for _, u in self.events]}")
+                    raise AssertionError(
+                        f"timed out waiting; frames: {[u for _, u in self.events]}"
+                    )
                 self.changed.wait(remaining)
 
     def wait_for_preparing(self, timeout: float = 10.0) -> None:
@@ -134,7 +140,9 @@ def check_cards(frames: Sequence[Mapping[str, Any]]) -> None:
         else:
             assert call_id in opened, f"update for a card never opened: {f}"
         if is_preparing(f):
-            assert f["rawInput"] == {} and f["content"] == [], f"arguments leaked into preparing: {f}"
+            assert f["rawInput"] == {} and f["content"] == [], (
+                f"arguments leaked into preparing: {f}"
+            )
         if f.get("status") in ("completed", "failed"):
             terminal_seen.add(call_id)
     missing = opened - terminal_seen
@@ -198,12 +206,16 @@ class Harness:
         sink = sink or RecordingSink()
         return self.runtime.open_session(self.cwd, sink), sink
 
-    def prompt(self, session_id: str, sink: RecordingSink, text: str = "hello") -> Future[TurnResult]:
+    def prompt(
+        self, session_id: str, sink: RecordingSink, text: str = "hello"
+    ) -> Future[TurnResult]:
         reply = self.runtime.prompt(session_id, [TextPart(text)])
         reply.add_done_callback(lambda _f: sink.mark_turn_end(session_id))
         return reply
 
-    def turn(self, session_id: str, sink: RecordingSink, text: str = "hello", timeout: float = 20) -> TurnResult:
+    def turn(
+        self, session_id: str, sink: RecordingSink, text: str = "hello", timeout: float = 20
+    ) -> TurnResult:
         return self.prompt(session_id, sink, text).result(timeout=timeout)
 
 
@@ -221,7 +233,10 @@ def harness(
 ) -> Iterator[Harness]:
     with FakeProviderServer() as server:
         provider = build_provider(
-            kind, base_url=provider_base_url(kind, server), api_key="test-key", max_retries=0,
+            kind,
+            base_url=provider_base_url(kind, server),
+            api_key="test-key",
+            max_retries=0,
             **({"timeout": provider_timeout} if provider_timeout is not None else {}),
         )
         tool = RecordingTool()
