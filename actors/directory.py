@@ -9,6 +9,7 @@ showed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -130,7 +131,5 @@ class RoleDirectory:
             refs = list(self._refs.values())
             self._changed.notify_all()
         for ref in refs:
-            try:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 ref.stop(block=True, timeout=timeout)
-            except (pykka.ActorDeadError, pykka.Timeout):
-                pass

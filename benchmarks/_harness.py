@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -427,10 +427,8 @@ class AcpClient:
         """End the agent's input (EOF), after everything queued was written."""
         self._outbox.put(None)
         self.writer.join(timeout=10)
-        try:
+        with suppress(OSError):
             os.close(self._to_agent)
-        except OSError:
-            pass
 
     # reading
 

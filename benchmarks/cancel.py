@@ -134,7 +134,9 @@ def run(
         peak_threads = h.os_threads()
         foreign = h.ForeignLoad(server.process.pid)
         started = time.monotonic()
-        for session, offset in zip(list(by_id.values()), h.stagger(sessions, stagger_s)):
+        for session, offset in zip(
+            list(by_id.values()), h.stagger(sessions, stagger_s), strict=False
+        ):
             delay = started + offset - time.monotonic()
             if delay > 0:
                 time.sleep(delay)

@@ -252,7 +252,7 @@ def run_child(
             peak_rss = max(peak_rss, h.rss_kib())
 
         start = time.monotonic()
-        for session_id, offset in zip(opened, h.stagger(sessions, ramp)):
+        for session_id, offset in zip(opened, h.stagger(sessions, ramp), strict=False):
             delay = start + offset - time.monotonic()
             if delay > 0:
                 time.sleep(delay)

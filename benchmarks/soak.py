@@ -48,7 +48,7 @@ def slope(xs: list[float], ys: list[float]) -> float | None:
     var = sum((x - mx) ** 2 for x in xs)
     if var == 0:
         return None
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False)) / var
 
 
 def _malloc_trim() -> Any:

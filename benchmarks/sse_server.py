@@ -204,11 +204,10 @@ def _wants_tools(body: dict[str, object]) -> bool:
     if last.get("role") == "tool":
         return False
     content = last.get("content")
-    if isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-    ):
-        return False
-    return True
+    return not (
+        isinstance(content, list)
+        and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
 
 
 class BenchServer:

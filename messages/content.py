@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeAlias
 Role: TypeAlias = Literal["user", "model"]
 
 
-class FinishReason(str, enum.Enum):
+class FinishReason(str, enum.Enum):  # noqa: UP042 - str() and format() keep the member name
     """Why the model stopped, normalised across providers."""
 
     STOP = "STOP"

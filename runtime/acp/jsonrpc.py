@@ -35,6 +35,7 @@ are answered with a single ``-32600`` error.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
@@ -336,10 +337,8 @@ class JsonRpcConnection:
         Otherwise interpreter shutdown retries the flush of ``sys.stdout``,
         fails again and turns a clean exit into status 120.
         """
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self._output.close()
-        except (OSError, ValueError):
-            pass
 
     def notify(self, method: str, params: Any = None) -> None:
         """Send a notification; raises ``ConnectionClosed`` if the peer is gone."""

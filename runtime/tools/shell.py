@@ -10,6 +10,7 @@ permission first (asked by ``BuiltinTool.run``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import selectors
@@ -65,15 +66,11 @@ class _Finished:
 def _kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
     """SIGTERM the whole group, give it ``grace_s`` to exit, then SIGKILL whatever is left."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
         if sig == signal.SIGTERM:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                pass
     proc.wait()
 
 

@@ -40,9 +40,9 @@ async def test_multi_step_turn_streams_the_whole_lifecycle(kind: str, tmp_path: 
         frames = client.frames(session.session_id)
         check_cards(frames)
         assert lifecycle(frames) == {"call_read": ["preparing", "in_progress", "completed"]}
-        completed = [f for f in frames if f.get("status") == "completed"][0]
+        completed = next(f for f in frames if f.get("status") == "completed")
         assert "Hello from the project" in str(completed["content"])
-        started = [f for f in frames if f.get("status") == "in_progress"][0]
+        started = next(f for f in frames if f.get("status") == "in_progress")
         assert started["rawInput"] == {"path": "README.md"} and started["kind"] == "read"
         assert started["locations"][0]["path"].endswith("README.md")
         texts = "".join(

@@ -8,6 +8,7 @@ editor and the agent talk, for round trips in both directions.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import sys
@@ -90,10 +91,8 @@ class Wired:
 
 def _close_quietly(*streams: IO[bytes]) -> None:
     for stream in streams:
-        try:
+        with contextlib.suppress(OSError):
             stream.close()
-        except OSError:
-            pass
 
 
 WireFactory = Callable[..., Wired]

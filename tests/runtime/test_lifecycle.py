@@ -241,7 +241,7 @@ def test_failing_tool_is_a_failed_result_not_a_discard(
         frames = sink.frames()
         check_cards(frames)
         assert lifecycle(frames) == {"call_paris": ["preparing", "in_progress", "failed"]}
-        failed = [f for f in frames if f.get("status") == "failed"][0]
+        failed = next(f for f in frames if f.get("status") == "failed")
         assert not is_discarded(failed)
         assert failed["content"][0]["content"]["text"]
         assert ("exploded" if behaviour == "raise" else "city not found") in _request_text(

@@ -33,7 +33,7 @@ def _run_sessions(runtime: Runtime, count: int, cwd: Path) -> tuple[int, list[Re
     sessions = [runtime.open_session(cwd, sink) for sink in sinks]
     peak = runtime_threads()
     replies = [runtime.prompt(sid, [TextPart("go")]) for sid in sessions]
-    for sid, sink, reply in zip(sessions, sinks, replies):
+    for sid, sink, reply in zip(sessions, sinks, replies, strict=False):
         reply.add_done_callback(lambda _f, sid=sid, sink=sink: sink.mark_turn_end(sid))
     deadline = time.monotonic() + 240
     while not all(r.done() for r in replies):

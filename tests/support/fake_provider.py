@@ -19,6 +19,7 @@ line instead of pasting transcripts.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import select
@@ -197,10 +198,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _cut(self) -> None:
         """Drop the connection mid-body: the client sees an incomplete chunked message."""
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.connection.close()
 
     def _stall(self, owner: FakeProviderServer) -> None:
