@@ -69,9 +69,12 @@ class AcpEmitter(RoleActor):
 
     def _write(self, sink: SessionSink | None, session_id: str, update: dict[str, Any]) -> None:
         meta = update.get("_meta")
-        if meta is not None and update["sessionUpdate"] in ("tool_call", "tool_call_update"):
-            if card_suppressed(meta.get("toolName", "")):
-                return
+        if (
+            meta is not None
+            and update["sessionUpdate"] in ("tool_call", "tool_call_update")
+            and card_suppressed(meta.get("toolName", ""))
+        ):
+            return
         if sink is None:
             return
         try:

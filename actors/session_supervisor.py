@@ -68,7 +68,7 @@ class TurnConfig:
     system_prompt: str | None = None
     max_tokens: int = 4096
     max_requests_per_turn: int = 50
-    retry: RetryPolicy = RetryPolicy()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 @dataclass(slots=True)
@@ -403,6 +403,10 @@ class SessionSupervisor(RoleActor):
 
 def _drop_dangling_calls(history: list[Content]) -> None:
     """A model message whose calls got no responses would break the next request."""
-    if history and history[-1].role == "model":
-        if any(isinstance(p, FunctionCallPart) for p in history[-1].parts):
-            history.pop()
+    last = history[-1] if history else None
+    if (
+        last is not None
+        and last.role == "model"
+        and any(isinstance(p, FunctionCallPart) for p in last.parts)
+    ):
+        history.pop()

@@ -11,6 +11,7 @@ messages are dropped downstream by attempt number.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -187,9 +188,8 @@ async def _pump(
     finally:
         aclose = getattr(stream, "aclose", None)
         if aclose is not None:
-            try:
+            # Closing a cancelled HTTP response may raise anything, cancellation included.
+            with contextlib.suppress(BaseException):
                 await aclose()
-            except BaseException:  # closing a cancelled HTTP response may raise anything
-                pass
     flush()
     directory.tell(TRACKER, StreamCompleted(session_id, attempt))

@@ -193,7 +193,7 @@ class ToolExecutor(RoleActor):
         kind: str,
         cancelled: threading.Event,
     ) -> Callable[[PermissionRequest], PermissionOutcome]:
-        """Blocking permission round trip for a worker; gives up as soon as the call is cancelled."""
+        """Blocking permission round trip for a worker; gives up once the call is cancelled."""
         directory = self.directory
 
         def ask(permission: PermissionRequest) -> PermissionOutcome:

@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 
 
 class _SyncRef:
-    """What ``self.actor_ref`` is for a role the pipeline thread runs: ``tell`` goes via the directory."""
+    """``self.actor_ref`` for a role the pipeline thread runs: ``tell`` goes via the directory."""
 
     def __init__(self, directory: SyncDirectory, role: str) -> None:
         self._directory = directory

@@ -206,7 +206,7 @@ def _safe_cpu(pid: int) -> float:
 def wait_for_quiet(
     threshold_cores: float = 0.3, max_wait: float = 180.0, probe: float = 1.0
 ) -> float:
-    """Wait (bounded) until other processes use less than ``threshold_cores``; returns the last reading.
+    """Wait (bounded) until other processes use under ``threshold_cores``; return the last reading.
 
     Figures measured while another job hogs one of the two cores are not
     the runtime's, so each run starts on a quiet machine when it can, and

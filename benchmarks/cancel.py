@@ -223,10 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{report['cancels_measured']} cancels measured in {report['elapsed_s']} s"
     )
     print(
-        f"cancel -> cancelled reply:  p50 {t['p50']} ms  p90 {t['p90']} ms  p99 {t['p99']} ms  max {t['max']} ms"
+        f"cancel -> cancelled reply:  p50 {t['p50']} ms  p90 {t['p90']} ms  "
+        f"p99 {t['p99']} ms  max {t['max']} ms"
     )
     print(
-        f"cancel -> last discard:     p50 {d['p50']} ms  p90 {d['p90']} ms  p99 {d['p99']} ms  max {d['max']} ms"
+        f"cancel -> last discard:     p50 {d['p50']} ms  p90 {d['p90']} ms  "
+        f"p99 {d['p99']} ms  max {d['max']} ms"
     )
     print(
         f"order violations (reply before a discard): {report['order_violations']}; "

@@ -23,7 +23,7 @@ _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 
 
 def _short(frame: str) -> str:
-    """``func (path/to/module.py:12)`` -> ``func (module.py)``, lines folded so a function is one row."""
+    """``func (path/to/module.py:12)`` -> ``func (module.py)``: one row per function."""
     match = _FRAME.match(frame)
     if not match:
         return frame

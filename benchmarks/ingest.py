@@ -508,14 +508,17 @@ def main(argv: list[str] | None = None) -> int:
         r = report[provider]
         ns = r["ns_per_event"]
         print(
-            f"{provider:<9} {r['events']:>5} events  orjson {ns['orjson']:7.0f} ns  adapter {ns['adapter']:7.0f} ns"
+            f"{provider:<9} {r['events']:>5} events  orjson {ns['orjson']:7.0f} ns  "
+            f"adapter {ns['adapter']:7.0f} ns"
             f"  ({r['adapter_vs_orjson']:.2f}x orjson)  sdk construct {ns['sdk_construct']:7.0f} ns"
-            f"  ({r['sdk_construct_vs_adapter']:.1f}x adapter)  sdk validate {ns['sdk_validate']:7.0f} ns"
+            f"  ({r['sdk_construct_vs_adapter']:.1f}x adapter)  "
+            f"sdk validate {ns['sdk_validate']:7.0f} ns"
             f"  ({r['sdk_validate_vs_adapter']:.1f}x adapter)"
         )
         for name, c in r["by_corpus"].items():
             print(
-                f"          corpus {name:<11} {c['events']:>4} events  orjson {c['ns_per_event']['orjson']:7.0f} ns"
+                f"          corpus {name:<11} {c['events']:>4} events  "
+                f"orjson {c['ns_per_event']['orjson']:7.0f} ns"
                 f"  adapter {c['ns_per_event']['adapter']:7.0f} ns  ({c['adapter_vs_orjson']:.2f}x)"
             )
         for name, c in r["by_event_class"].items():

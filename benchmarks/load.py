@@ -468,7 +468,8 @@ def evaluate(
     )
     targets = {
         "throughput_and_p99": {
-            "target": f"{largest['sessions']} sessions x {largest['rate_per_session']:g} events/s held "
+            "target": f"{largest['sessions']} sessions x "
+            f"{largest['rate_per_session']:g} events/s held "
             f"(>= {TARGET_RATE_SHARE:.0%} delivered) with preparing p99 <= {TARGET_P99_MS} ms",
             "events_share": round(share, 3),
             "p99_ms": p99,
@@ -517,7 +518,8 @@ def print_table(runs: list[dict[str, Any]]) -> None:
         lat = r["preparing_latency_ms"]
         print(
             f"{r['mode']:<14}{r['sessions']:>6}{r['events_per_s']:>10.0f}"
-            f"{_fmt(r['offered_events_per_s'], '.0f'):>9}{r['frames_per_s']:>10.0f}{r['turns_per_s']:>9.1f}"
+            f"{_fmt(r['offered_events_per_s'], '.0f'):>9}"
+            f"{r['frames_per_s']:>10.0f}{r['turns_per_s']:>9.1f}"
             f"{_fmt(lat['p50'], '.2f'):>8}{_fmt(lat['p99'], '.2f'):>8}{_fmt(lat['max'], '.1f'):>8}"
             f"{lat['count']:>7}{r['threads']['peak']:>5}{r['rss_kib']['per_idle_session']:>7.1f}"
             f"{_fmt(r['cpu']['per_event_us'], '.1f'):>7}{r['cpu']['runtime_cores']:>7.2f}"
@@ -736,9 +738,10 @@ def main(argv: list[str] | None = None) -> int:
         lag = r["stream_loop_lag_ms"]
         gcp = r["gc_pauses"]
         print(
-            f"  actors N={r['sessions']}: stream-loop lag p50 {lag['p50']} / p99 {lag['p99']} / max "
-            f"{lag['max']} ms; gc gen2 {gcp['gen2']['count']}x max {gcp['gen2']['max_ms']} ms, all gens "
-            f"{gcp['share_of_window']:.1%} of the window; threads at peak {r['threads']['names_at_peak']}"
+            f"  actors N={r['sessions']}: stream-loop lag p50 {lag['p50']} / p99 {lag['p99']} "
+            f"/ max {lag['max']} ms; gc gen2 {gcp['gen2']['count']}x "
+            f"max {gcp['gen2']['max_ms']} ms, all gens {gcp['share_of_window']:.1%} of the window; "
+            f"threads at peak {r['threads']['names_at_peak']}"
         )
     targets = evaluate(runs, baseline, {r["sessions"]: r for r in http_runs})
     print()

@@ -367,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         args.malloc_trim,
     )
     print(
-        f"{report['turns_done']} turns in {report['elapsed_s']} s ({report['turns_per_s']} turns/s), "
+        f"{report['turns_done']} turns in {report['elapsed_s']} s "
+        f"({report['turns_per_s']} turns/s), "
         f"{report['sessions_opened']} sessions opened, {report['sessions_closed']} closed; "
         f"stop reasons {report['stop_reasons']}; other processes used "
         f"{report['other_processes_cores']:.2f} cores meanwhile"
@@ -382,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         unit = " KiB" if key == "rss_kib" else ""
         print(f"  {key:<28}{'-' if value is None else f'{value:+.3f}'}{unit}")
     print(
-        f"  (RSS over the last half of the turns only: {report['rss_slope_last_half_kib']} KiB per 1000 turns)"
+        f"  (RSS over the last half of the turns only: "
+        f"{report['rss_slope_last_half_kib']} KiB per 1000 turns)"
     )
     last = report["samples"][-1]
     print(
@@ -396,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         for row in report["tracemalloc_top_growth"][:10]:
             print(
-                f"  {row['kib']:+10.1f} KiB {row['blocks']:+8d} blocks  {' <- '.join(reversed(row['where']))}"
+                f"  {row['kib']:+10.1f} KiB {row['blocks']:+8d} blocks  "
+                f"{' <- '.join(reversed(row['where']))}"
             )
     if report["growth_flags"]:
         for flag in report["growth_flags"]:

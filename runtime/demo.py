@@ -130,8 +130,10 @@ def run_demo(*, json_output: bool = False, replay_file: str | None = None) -> in
                     "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}},
                 },
             ).result(timeout=30)
+            agent_name = init.get("agentInfo", {}).get("name")
             timeline.show(
-                f"{timeline.elapsed()}  initialize       agent {init.get('agentInfo', {}).get('name')} protocol {init.get('protocolVersion')}"
+                f"{timeline.elapsed()}  initialize       agent {agent_name} "
+                f"protocol {init.get('protocolVersion')}"
             )
             session = client.request("session/new", {"cwd": str(project), "mcpServers": []}).result(
                 timeout=30

@@ -147,7 +147,7 @@ class Runtime:
         session_id: str | None = None,
         client_fs: ClientFilesystem | None = None,
     ) -> str:
-        """Open a session; ``client_fs`` routes file tools through the editor when it offers that."""
+        """Open a session; ``client_fs`` routes file tools through the editor when it can."""
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
         with self._lock:
             if self._closed:

@@ -46,12 +46,14 @@ def prompt_to_parts(prompt: Any) -> tuple[Part, ...]:
             if not isinstance(text, str):
                 raise RpcError(
                     INVALID_PARAMS,
-                    f"Invalid params: '{where}.resource' must be a text resource (blobs are not supported)",
+                    f"Invalid params: '{where}.resource' must be a text resource "
+                    "(blobs are not supported)",
                 )
             parts.append(TextPart(f'<resource uri="{resource["uri"]}">\n{text}\n</resource>'))
         else:
             raise RpcError(
                 INVALID_PARAMS,
-                f"Invalid params: '{where}.type' {kind!r} is not supported (text, resource_link, resource)",
+                f"Invalid params: '{where}.type' {kind!r} is not supported "
+                "(text, resource_link, resource)",
             )
     return tuple(parts)

@@ -62,7 +62,8 @@ def resolve_path(path: str, cwd: Path | str) -> Path:
     real = os.path.realpath(candidate)
     if not is_within(real, real_root):
         raise ToolError(
-            f"path {path!r} resolves through a symlink to {real}, outside the session directory {root}"
+            f"path {path!r} resolves through a symlink to {real}, "
+            f"outside the session directory {root}"
         )
     return candidate
 

@@ -19,12 +19,15 @@ from acp.schema import (
     ClientCapabilities,
     DeniedOutcome,
     FileSystemCapabilities,
+    PermissionOption,
     ReadTextFileResponse,
     RequestPermissionResponse,
+    ToolCallUpdate,
     WriteTextFileResponse,
 )
 from acp.stdio import spawn_agent_process
 
+from tests.support.acp_client import RefusingClient
 from tests.support.acp_schema import validate_agent_message
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import provider_base_url
@@ -54,7 +57,7 @@ def agent_command(
 
 
 @dataclass
-class RecordingClient:
+class RecordingClient(RefusingClient):
     """An ACP client: records what the agent sends, answers permission requests."""
 
     permission: str = "allow_once"  # allow_once | reject_once | wait
@@ -76,8 +79,12 @@ class RecordingClient:
             self.changed.set()
 
     async def request_permission(
-        self, options: Any, session_id: str, tool_call: Any, **kwargs: Any
-    ) -> Any:
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        **kwargs: Any,
+    ) -> RequestPermissionResponse:
         self.permission_asked.set()
         if self.permission == "wait":
             await self.permission_release.wait()
@@ -91,18 +98,20 @@ class RecordingClient:
 
     async def read_text_file(
         self,
-        path: str,
         session_id: str,
+        path: str,
         line: int | None = None,
         limit: int | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> ReadTextFileResponse:
         text = self.buffers.get(path)
         if text is None:
             text = Path(path).read_text()
         return ReadTextFileResponse(content=text)
 
-    async def write_text_file(self, content: str, path: str, session_id: str, **kwargs: Any) -> Any:
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **kwargs: Any
+    ) -> WriteTextFileResponse:
         self.written.append((path, content))
         Path(path).write_text(content)
         return WriteTextFileResponse()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,7 +162,7 @@ def test_stdin_eof_mid_turn_discards_cards_and_exits(
             "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]},
         }
     )
-    frames = []
+    frames: list[dict[str, Any]] = []
     while not any((f.get("_meta") or {}).get("phase") == "preparing" for f in frames):
         message = raw.read()
         if message.get("method") == "session/update":

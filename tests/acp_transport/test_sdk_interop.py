@@ -10,14 +10,13 @@ import asyncio
 import sys
 from typing import Any
 
-import pytest
-
-acp = pytest.importorskip("acp")
+import acp
 
 from tests.acp_transport.conftest import ECHO_AGENT, echo_agent_env
+from tests.support.acp_client import RefusingClient
 
 
-class _Client:
+class _Client(RefusingClient):
     """Just the client methods the echo agent uses."""
 
     def __init__(self) -> None:
@@ -28,11 +27,15 @@ class _Client:
         self.updates.append((session_id, update))
         self.update_seen.set()
 
-    async def read_text_file(self, session_id: str, path: str, **kwargs: Any) -> Any:
+    async def read_text_file(
+        self,
+        session_id: str,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
+    ) -> acp.ReadTextFileResponse:
         return acp.ReadTextFileResponse(content=f"contents of {path}")
-
-    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
 
 
 async def _drive() -> dict[str, Any]:

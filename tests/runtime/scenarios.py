@@ -6,12 +6,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tests.support.fake_provider import (
-    ScriptedResponse,
-    anthropic_sse,
-    openai_sse,
-    split_sse_events,
-)
+from tests.support.fake_provider import ScriptedResponse as ScriptedResponse
+from tests.support.fake_provider import anthropic_sse as anthropic_sse
+from tests.support.fake_provider import openai_sse as openai_sse
+from tests.support.fake_provider import split_sse_events
 
 Call = tuple[str, str, Mapping[str, Any]]
 

@@ -365,11 +365,10 @@ def test_calls_cut_by_the_token_limit_never_run(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", PROVIDERS)
 def test_refusal_discards_calls_and_stops(kind: str, tmp_path: Path) -> None:
-    reason = (
-        {"stop_reason": "refusal"} if kind == "anthropic" else {"finish_reason": "content_filter"}
-    )
-    refused = (sc.anthropic_sse if kind == "anthropic" else sc.openai_sse)(
-        tool_calls=[PARIS], **reason
+    refused = (
+        sc.anthropic_sse(tool_calls=[PARIS], stop_reason="refusal")
+        if kind == "anthropic"
+        else sc.openai_sse(tool_calls=[PARIS], finish_reason="content_filter")
     )
     with harness(kind, tmp_path) as h:
         h.server.enqueue(sc.ok(refused))

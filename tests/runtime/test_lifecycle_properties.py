@@ -75,7 +75,7 @@ def test_any_interleaving_keeps_the_card_invariants(
     ids = itertools.count(1)
     planned: list[tuple[dict[str, Any], list[sc.Call]]] = []
     for attempt in attempts:
-        calls = [
+        calls: list[sc.Call] = [
             (f"call_{next(ids)}", "get_weather", {"city": f"C{n}" * (n + 1)})
             for n in range(attempt["calls"])
         ]

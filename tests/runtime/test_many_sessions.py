@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 from benchmarks._harness import bench_registry, loopback_server
 from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
@@ -23,6 +26,10 @@ RUNTIME_THREADS = (
 )
 
 
+def _mark_turn_end(sink: RecordingSink, session_id: str) -> Callable[[Future[Any]], None]:
+    return lambda _reply: sink.mark_turn_end(session_id)
+
+
 def runtime_threads() -> int:
     """Threads the runtime owns (other tests' leftovers in this process are not counted)."""
     return sum(t.name.startswith(RUNTIME_THREADS) for t in threading.enumerate())
@@ -34,7 +41,7 @@ def _run_sessions(runtime: Runtime, count: int, cwd: Path) -> tuple[int, list[Re
     peak = runtime_threads()
     replies = [runtime.prompt(sid, [TextPart("go")]) for sid in sessions]
     for sid, sink, reply in zip(sessions, sinks, replies, strict=False):
-        reply.add_done_callback(lambda _f, sid=sid, sink=sink: sink.mark_turn_end(sid))
+        reply.add_done_callback(_mark_turn_end(sink, sid))
     deadline = time.monotonic() + 240
     while not all(r.done() for r in replies):
         peak = max(peak, runtime_threads())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
 from toolprep.runtime.scheduler import Scheduler
@@ -11,7 +12,12 @@ def test_actions_run_in_due_order() -> None:
     scheduler = Scheduler()
     ran: list[str] = []
     done = threading.Event()
-    scheduler.call_later(0.06, lambda: (ran.append("late"), done.set()))
+
+    def late() -> None:
+        ran.append("late")
+        done.set()
+
+    scheduler.call_later(0.06, late)
     scheduler.call_later(0.01, lambda: ran.append("early"))
     assert done.wait(2)
     assert ran == ["early", "late"]
@@ -21,7 +27,7 @@ def test_actions_run_in_due_order() -> None:
 def test_cancelled_timers_never_run_and_release_their_actions() -> None:
     scheduler = Scheduler()
     fired: list[int] = []
-    handles = [scheduler.call_later(60, lambda n=n: fired.append(n)) for n in range(10_000)]
+    handles = [scheduler.call_later(60, functools.partial(fired.append, n)) for n in range(10_000)]
     for handle in handles:
         handle.cancel()
     assert scheduler.pending == 0

@@ -26,7 +26,7 @@ def _validator(definition: str) -> jsonschema.protocols.Validator:
     registry: Registry = Registry().with_resource("urn:acp", resource)
     ref_schema = {"$ref": f"urn:acp#/$defs/{definition}"}
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(ref_schema, registry=registry)  # type: ignore[no-any-return]
+    return cls(ref_schema, registry=registry)
 
 
 def validate(definition: str, instance: Any) -> None:

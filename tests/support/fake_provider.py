@@ -139,7 +139,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                         "type": "error",
                         "error": {
                             "type": "api_error",
-                            "message": f"FakeProviderServer: no scripted response queued for POST {self.path}",
+                            "message": "FakeProviderServer: no scripted response queued "
+                            f"for POST {self.path}",
                         },
                     }
                 ).encode(),

@@ -23,9 +23,9 @@ from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import TextPart
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.host import Runtime, RuntimeConfig
-from toolprep.runtime.providers.factory import build_provider
+from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 from toolprep.runtime.retry import RetryPolicy
-from toolprep.runtime.tools.base import ToolContext, ToolError, ToolOutput
+from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry
 
 TURN_END = {"sessionUpdate": "__turn_result__"}
@@ -158,7 +158,7 @@ class RecordingTool:
     parameters: dict[str, Any] = field(
         default_factory=lambda: {"type": "object", "properties": {"city": {"type": "string"}}}
     )
-    kind: str = "fetch"
+    kind: ToolKind = "fetch"
     behaviour: str = "ok"  # ok | raise | hang
     executed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -237,7 +237,7 @@ def harness(
             base_url=provider_base_url(kind, server),
             api_key="test-key",
             max_retries=0,
-            **({"timeout": provider_timeout} if provider_timeout is not None else {}),
+            timeout=DEFAULT_TIMEOUT if provider_timeout is None else provider_timeout,
         )
         tool = RecordingTool()
         reg = registry or default_registry()

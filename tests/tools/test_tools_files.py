@@ -84,7 +84,7 @@ def test_read_file_binary_and_errors(cwd: Path, ctx: ToolContext) -> None:
     (cwd / "dir").mkdir()
     tool = ReadFileTool()
     assert "binary" in tool.run({"path": "blob.bin"}, ctx).llm_output
-    with pytest.raises(ToolError, match="'missing.txt' does not exist"):
+    with pytest.raises(ToolError, match=r"'missing\.txt' does not exist"):
         tool.run({"path": "missing.txt"}, ctx)
     with pytest.raises(ToolError, match="is a directory"):
         tool.run({"path": "dir"}, ctx)

@@ -91,7 +91,8 @@ def test_todo_write_returns_plan_entries(ctx: ToolContext, acp_validate: Validat
         (
             "todo_write",
             {"todos": [{"content": "a", "status": "done"}]},
-            "argument 'todos[0].status' must be one of 'pending', 'in_progress', 'completed', got 'done'",
+            "argument 'todos[0].status' must be one of 'pending', 'in_progress', 'completed', "
+            "got 'done'",
         ),
         (
             "todo_write",
