@@ -15,15 +15,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from toolprep.actors.base import EMITTER, RoleActor
+from toolprep.actors.base import EMITTER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages.turns import (
     AskPermission,
     AttachSink,
     DeliverTurnResult,
     DetachSink,
-    Frames,
     TurnResult,
+    WriteFrames,
 )
 from toolprep.runtime.tools.filters import card_suppressed
 
@@ -51,15 +51,17 @@ class AcpEmitter(RoleActor):
     role = EMITTER
 
     def __init__(self, directory: RoleDirectory, state: EmitterState) -> None:
-        self.state = state
         super().__init__(directory)
+        self.state = state
 
-    def register_handlers(self) -> None:
-        self.handle(Frames, self.on_frames)
-        self.handle(DeliverTurnResult, self.on_turn_result)
-        self.handle(AskPermission, self.on_ask_permission)
-        self.handle(AttachSink, self.on_attach)
-        self.handle(DetachSink, self.on_detach)
+    def handlers(self) -> Handlers:
+        return {
+            WriteFrames: self.on_frames,
+            DeliverTurnResult: self.on_turn_result,
+            AskPermission: self.on_ask_permission,
+            AttachSink: self.on_attach,
+            DetachSink: self.on_detach,
+        }
 
     def on_attach(self, msg: AttachSink) -> None:
         self.state.sinks[msg.session_id] = msg.sink
@@ -84,7 +86,7 @@ class AcpEmitter(RoleActor):
             self.state.write_failures += 1
             logger.warning("frame write for %s failed: %r", session_id, exc)
 
-    def on_frames(self, msg: Frames) -> None:
+    def on_frames(self, msg: WriteFrames) -> None:
         sink = self.state.sinks.get(msg.session_id)
         for update in msg.updates:
             self._write(sink, msg.session_id, update)

@@ -9,7 +9,7 @@ the supervisor is told which session the poisoned message belonged to.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import pykka
@@ -30,6 +30,9 @@ class InjectedFault(RuntimeError):
     """Raised on purpose by ``CrashRole``."""
 
 
+Handlers = Mapping[type, Callable[[Any], None]]
+
+
 class RoleActor(pykka.ThreadingActor):
     role: ClassVar[str]
     use_daemon_thread = True
@@ -38,10 +41,10 @@ class RoleActor(pykka.ThreadingActor):
         super().__init__()
         self.directory = directory
         self._current: object | None = None
-        self._handlers: dict[type, Callable[[Any], None]] = {CrashRole: self._crash}
-        self.register_handlers()
+        self._dispatch: dict[type, Callable[[Any], None]] | None = None
 
-    def register_handlers(self) -> None:
+    def handlers(self) -> Handlers:
+        """Message class -> handler; read on the first message, once the actor is built."""
         raise NotImplementedError
 
     def setup(self) -> None:
@@ -57,11 +60,10 @@ class RoleActor(pykka.ThreadingActor):
             self.directory.restart_after_crash(self, exc)
             raise
 
-    def handle(self, message_type: type, handler: Callable[[Any], None]) -> None:
-        self._handlers[message_type] = handler
-
     def on_receive(self, message: Any) -> Any:
-        handler = self._handlers.get(type(message))
+        if self._dispatch is None:
+            self._dispatch = {CrashRole: self._crash, **self.handlers()}
+        handler = self._dispatch.get(type(message))
         if handler is None:
             logger.warning("%s ignored unknown message %r", self.role, type(message).__name__)
             return None

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolprep.actors.base import EMITTER, SUPERVISOR, TRACKER, RoleActor
+from toolprep.actors.base import EMITTER, SUPERVISOR, TRACKER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages import frames
 from toolprep.messages.content import (
@@ -37,11 +37,11 @@ from toolprep.messages.turns import (
     CallsReleased,
     ChunksReceived,
     EndAttempt,
-    Frames,
     SessionClosed,
     StreamCompleted,
     StreamFailed,
     ToolCallRequest,
+    WriteFrames,
 )
 from toolprep.runtime.tools.filters import card_suppressed
 
@@ -87,18 +87,20 @@ class PreparationTracker(RoleActor):
     def __init__(
         self, directory: RoleDirectory, state: TrackerState, kind_of: ToolKindLookup
     ) -> None:
+        super().__init__(directory)
         self.state = state
         self.kind_of = kind_of
-        super().__init__(directory)
 
-    def register_handlers(self) -> None:
-        self.handle(BeginAttempt, self.on_begin)
-        self.handle(ChunksReceived, self.on_chunks)
-        self.handle(StreamCompleted, self.on_completed)
-        self.handle(StreamFailed, self.on_failed)
-        self.handle(EndAttempt, self.on_end)
-        self.handle(CallsReleased, self.on_released)
-        self.handle(SessionClosed, self.on_session_closed)
+    def handlers(self) -> Handlers:
+        return {
+            BeginAttempt: self.on_begin,
+            ChunksReceived: self.on_chunks,
+            StreamCompleted: self.on_completed,
+            StreamFailed: self.on_failed,
+            EndAttempt: self.on_end,
+            CallsReleased: self.on_released,
+            SessionClosed: self.on_session_closed,
+        }
 
     # --- helpers ---------------------------------------------------------------
 
@@ -119,7 +121,7 @@ class PreparationTracker(RoleActor):
 
     def _send(self, session_id: str, updates: list[dict[str, Any]]) -> None:
         if updates:
-            self.directory.tell(EMITTER, Frames(session_id, tuple(updates)))
+            self.directory.tell(EMITTER, WriteFrames(session_id, tuple(updates)))
 
     # --- handlers --------------------------------------------------------------
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, assert_never
 
-from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, RoleActor
+from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import (
@@ -34,24 +34,25 @@ from toolprep.messages.turns import (
     AttemptSucceeded,
     BackoffElapsed,
     BeginAttempt,
+    CallsExecuted,
     CallsReleased,
-    Cancel,
     CancelTools,
+    CancelTurn,
+    CloseSession,
     CloseStream,
     DeliverTurnResult,
     DetachSink,
     EndAttempt,
     EndReason,
     ExecuteCalls,
-    ModelFallback,
+    OpenSession,
     OpenStream,
-    Retry,
+    RetryAttempt,
     SessionClosed,
-    SessionOpened,
     StartTurn,
     StopReason,
     StreamFailed,
-    ToolsFinished,
+    SwitchModel,
     TurnResult,
 )
 from toolprep.runtime.providers.base import ModelRequest, StreamError, ToolDeclaration
@@ -71,6 +72,17 @@ class TurnConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
+NextStep = Literal["retry", "fallback", "cancel", "refusal", "max_tokens", "crash", "fail"]
+
+
+@dataclass(frozen=True, slots=True)
+class AfterAttempt:
+    """What the supervisor does once the tracker confirms an attempt's cards are terminal."""
+
+    step: NextStep
+    delay: float = 0.0  # seconds of backoff, for ``retry`` only
+
+
 @dataclass(slots=True)
 class Turn:
     reply: Future[TurnResult]
@@ -80,7 +92,7 @@ class Turn:
     usage: Usage | None = None
     last_error: str | None = None
     # what to do once the tracker confirms the attempt ended
-    after: tuple[str, float] | None = None
+    after: AfterAttempt | None = None
 
 
 @dataclass(slots=True)
@@ -117,33 +129,35 @@ class SessionSupervisor(RoleActor):
         scheduler: Scheduler,
         config: TurnConfig,
     ) -> None:
+        super().__init__(directory)
         self.state = state
         self.routes = routes
         self.tools = tools
         self.scheduler = scheduler
         self.config = config
-        super().__init__(directory)
 
-    def register_handlers(self) -> None:
-        self.handle(SessionOpened, self.on_session_opened)
-        self.handle(SessionClosed, self.on_session_closed)
-        self.handle(StartTurn, self.on_start_turn)
-        self.handle(Cancel, self.on_cancel)
-        self.handle(StreamFailed, self.on_stream_failed)
-        self.handle(Retry, self.on_retry)
-        self.handle(ModelFallback, self.on_fallback)
-        self.handle(AttemptEnded, self.on_attempt_ended)
-        self.handle(BackoffElapsed, self.on_backoff_elapsed)
-        self.handle(AttemptSucceeded, self.on_attempt_succeeded)
-        self.handle(ToolsFinished, self.on_tools_finished)
-        self.handle(ActorCrashed, self.on_actor_crashed)
+    def handlers(self) -> Handlers:
+        return {
+            OpenSession: self.on_open_session,
+            CloseSession: self.on_close_session,
+            StartTurn: self.on_start_turn,
+            CancelTurn: self.on_cancel,
+            StreamFailed: self.on_stream_failed,
+            RetryAttempt: self.on_retry,
+            SwitchModel: self.on_fallback,
+            AttemptEnded: self.on_attempt_ended,
+            BackoffElapsed: self.on_backoff_elapsed,
+            AttemptSucceeded: self.on_attempt_succeeded,
+            CallsExecuted: self.on_tools_finished,
+            ActorCrashed: self.on_actor_crashed,
+        }
 
     # --- sessions ----------------------------------------------------------------
 
-    def on_session_opened(self, msg: SessionOpened) -> None:
+    def on_open_session(self, msg: OpenSession) -> None:
         self.state.sessions.setdefault(msg.session_id, SessionState(msg.session_id, msg.cwd))
 
-    def on_session_closed(self, msg: SessionClosed) -> None:
+    def on_close_session(self, msg: CloseSession) -> None:
         session = self.state.sessions.get(msg.session_id)
         if session is None:
             return
@@ -151,7 +165,7 @@ class SessionSupervisor(RoleActor):
             self._forget(session)
             return
         session.closing = True
-        self.on_cancel(Cancel(msg.session_id))
+        self.on_cancel(CancelTurn(msg.session_id))
 
     def _forget(self, session: SessionState) -> None:
         self.state.sessions.pop(session.session_id, None)
@@ -209,9 +223,7 @@ class SessionSupervisor(RoleActor):
             return None
         return session
 
-    def _end_attempt(
-        self, session: SessionState, reason: EndReason, after: tuple[str, float]
-    ) -> None:
+    def _end_attempt(self, session: SessionState, reason: EndReason, after: AfterAttempt) -> None:
         """Close the stream and have the tracker discard the attempt's cards, then do ``after``."""
         assert session.turn is not None
         session.turn.after = after
@@ -234,14 +246,14 @@ class SessionSupervisor(RoleActor):
         me = self.actor_ref
         if error.retryable and session.retries < policy.max_retries:
             delay = policy.delay(session.retries + 1, error.retry_after)
-            me.tell(Retry(session.session_id, session.attempt, delay, error.message))
+            me.tell(RetryAttempt(session.session_id, session.attempt, delay, error.message))
         elif session.route + 1 < len(self.routes):
             model = self.routes[session.route + 1].model
-            me.tell(ModelFallback(session.session_id, session.attempt, model, error.message))
+            me.tell(SwitchModel(session.session_id, session.attempt, model, error.message))
         else:
-            self._end_attempt(session, "stream_error", ("fail", 0.0))
+            self._end_attempt(session, "stream_error", AfterAttempt("fail"))
 
-    def on_retry(self, msg: Retry) -> None:
+    def on_retry(self, msg: RetryAttempt) -> None:
         session = self._live(msg.session_id, msg.attempt, "streaming", "ending")
         if session is None or session.turn is None or session.turn.cancel_requested:
             return
@@ -249,48 +261,53 @@ class SessionSupervisor(RoleActor):
         self.state.retries += 1
         self.state.delays.append(msg.delay)
         logger.info("retrying %s in %.2fs: %s", msg.session_id, msg.delay, msg.error)
-        self._end_attempt(session, "retry", ("retry", msg.delay))
+        self._end_attempt(session, "retry", AfterAttempt("retry", msg.delay))
 
-    def on_fallback(self, msg: ModelFallback) -> None:
+    def on_fallback(self, msg: SwitchModel) -> None:
         session = self._live(msg.session_id, msg.attempt, "streaming", "ending")
         if session is None or session.turn is None or session.turn.cancel_requested:
             return
         if session.route + 1 >= len(self.routes):
-            self._end_attempt(session, "stream_error", ("fail", 0.0))
+            self._end_attempt(session, "stream_error", AfterAttempt("fail"))
             return
         self.state.fallbacks += 1
         logger.info("falling back to %s for %s: %s", msg.model, msg.session_id, msg.error)
-        self._end_attempt(session, "model_fallback", ("fallback", 0.0))
+        self._end_attempt(session, "model_fallback", AfterAttempt("fallback"))
 
     def on_attempt_ended(self, msg: AttemptEnded) -> None:
         session = self._live(msg.session_id, msg.attempt, "ending")
         if session is None or session.turn is None:
             return
-        action, delay = session.turn.after or ("fail", 0.0)
+        after = session.turn.after or AfterAttempt("fail")
         session.turn.after = None
-        if action == "retry":
-            session.phase = "backoff"
-            attempt = session.attempt
-            me = self.directory
-            self.scheduler.call_later(
-                delay, lambda: me.tell(SUPERVISOR, BackoffElapsed(msg.session_id, attempt))
-            )
-        elif action == "fallback":
-            session.route += 1
-            session.retries = 0
-            self._start_attempt(session)
-        elif action == "cancel":
-            self._finish(session, "cancelled")
-        elif action == "refusal":
-            self._finish(session, "refusal")
-        elif action == "max_tokens":
-            self._finish(session, "max_tokens")
-        elif action == "crash":
-            error = StreamError("a runtime role crashed", retryable=True, kind="crash")
-            session.phase = "streaming"  # the crash decision runs like a failed stream
-            self._after_failure(session, error)
-        else:
-            self._finish(session, None, error=session.turn.last_error or "model request failed")
+        match after.step:
+            case "retry":
+                session.phase = "backoff"
+                attempt = session.attempt
+                me = self.directory
+                self.scheduler.call_later(
+                    after.delay,
+                    lambda: me.tell(SUPERVISOR, BackoffElapsed(msg.session_id, attempt)),
+                )
+            case "fallback":
+                session.route += 1
+                session.retries = 0
+                self._start_attempt(session)
+            case "cancel":
+                self._finish(session, "cancelled")
+            case "refusal":
+                self._finish(session, "refusal")
+            case "max_tokens":
+                self._finish(session, "max_tokens")
+            case "crash":
+                error = StreamError("a runtime role crashed", retryable=True, kind="crash")
+                session.phase = "streaming"  # the crash decision runs like a failed stream
+                self._after_failure(session, error)
+            case "fail":
+                error_text = session.turn.last_error or "model request failed"
+                self._finish(session, None, error=error_text)
+            case _:
+                assert_never(after.step)
 
     def on_backoff_elapsed(self, msg: BackoffElapsed) -> None:
         session = self._live(msg.session_id, msg.attempt, "backoff")
@@ -307,12 +324,12 @@ class SessionSupervisor(RoleActor):
         if msg.finish_reason is FinishReason.MAX_TOKENS and msg.calls:
             # Output was cut at the token limit: even a repaired call is a half-made one,
             # so it never runs; its card is discarded and the turn stops at max_tokens.
-            self._end_attempt(session, "completed", ("max_tokens", 0.0))
+            self._end_attempt(session, "completed", AfterAttempt("max_tokens"))
             return
         if msg.finish_reason is FinishReason.REFUSAL:
             # The refused prompt and all that followed leave history (ACP "refusal").
             del session.history[turn.history_mark :]
-            self._end_attempt(session, "completed", ("refusal", 0.0))
+            self._end_attempt(session, "completed", AfterAttempt("refusal"))
             return
         if msg.content.parts:
             session.history.append(msg.content)
@@ -328,7 +345,7 @@ class SessionSupervisor(RoleActor):
         )
         self._finish(session, stop)
 
-    def on_tools_finished(self, msg: ToolsFinished) -> None:
+    def on_tools_finished(self, msg: CallsExecuted) -> None:
         session = self._live(msg.session_id, msg.attempt, "tools")
         if session is None or session.turn is None:
             return
@@ -356,13 +373,13 @@ class SessionSupervisor(RoleActor):
 
     # --- cancellation and crashes ------------------------------------------------------
 
-    def on_cancel(self, msg: Cancel) -> None:
+    def on_cancel(self, msg: CancelTurn) -> None:
         session = self.state.sessions.get(msg.session_id)
         if session is None or session.turn is None:
             return
         session.turn.cancel_requested = True
         if session.phase in ("streaming", "ending"):
-            self._end_attempt(session, "cancel", ("cancel", 0.0))
+            self._end_attempt(session, "cancel", AfterAttempt("cancel"))
         elif session.phase == "backoff":
             self._finish(session, "cancelled")
         elif session.phase == "tools":
@@ -376,7 +393,7 @@ class SessionSupervisor(RoleActor):
         if session is None or session.turn is None:
             return
         if session.phase == "streaming":
-            self._end_attempt(session, "crash", ("crash", 0.0))
+            self._end_attempt(session, "crash", AfterAttempt("crash"))
         elif session.phase == "ending":
             # The lost message may have been the EndAttempt itself: ask again (idempotent).
             self.directory.tell(TRACKER, EndAttempt(session.session_id, session.attempt, "crash"))

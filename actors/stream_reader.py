@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from toolprep.actors.base import READER, TRACKER, RoleActor
+from toolprep.actors.base import READER, TRACKER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages.content import GenerateContentResponse
 from toolprep.messages.turns import (
@@ -67,7 +67,8 @@ class ReaderState:
             self.loop = loop
         return self.loop
 
-    def stop_loop(self) -> None:
+    def stop_loop(self, providers: Sequence[Provider] = ()) -> None:
+        """Cancel every stream, close ``providers``' clients on the loop, then stop it."""
         loop = self.loop
         if loop is None:
             return
@@ -77,6 +78,11 @@ class ReaderState:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            distinct = {id(p): p for p in providers}.values()
+            closed = await asyncio.gather(*(p.aclose() for p in distinct), return_exceptions=True)
+            for failure in closed:
+                if failure is not None:
+                    logger.warning("closing a provider client: %r", failure)
 
         try:
             asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(timeout=5)
@@ -100,13 +106,15 @@ class StreamReader(RoleActor):
     def __init__(
         self, directory: RoleDirectory, state: ReaderState, routes: Sequence[ModelRoute]
     ) -> None:
+        super().__init__(directory)
         self.state = state
         self.routes = tuple(routes)
-        super().__init__(directory)
 
-    def register_handlers(self) -> None:
-        self.handle(OpenStream, self.on_open)
-        self.handle(CloseStream, self.on_close)
+    def handlers(self) -> Handlers:
+        return {
+            OpenStream: self.on_open,
+            CloseStream: self.on_close,
+        }
 
     def setup(self) -> None:
         self.state.ensure_loop()

@@ -11,27 +11,26 @@ sees the error. Only a call that never reached execution is *discarded*.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
+from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolprep.actors.base import EMITTER, EXECUTOR, SUPERVISOR, RoleActor
+from toolprep.actors.base import EMITTER, EXECUTOR, SUPERVISOR, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages import frames
 from toolprep.messages.turns import (
     AskPermission,
+    CallsExecuted,
     CancelTools,
     ExecuteCalls,
-    Frames,
     SessionClosed,
     ToolCallRequest,
     ToolCallResult,
-    ToolFinished,
-    ToolsFinished,
+    WorkerReturned,
+    WriteFrames,
 )
 from toolprep.runtime.scheduler import Scheduler, TimerHandle
 from toolprep.runtime.threads import prestarted_pool
@@ -43,6 +42,7 @@ from toolprep.runtime.tools.base import (
     ToolError,
     ToolOutput,
 )
+from toolprep.runtime.tools.cancellation import CancelEvent
 from toolprep.runtime.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -80,6 +80,7 @@ class ToolExecutor(RoleActor):
         timeout: float = 120.0,
         client_fs_for: Callable[[str], ClientFilesystem | None] = lambda _session_id: None,
     ) -> None:
+        super().__init__(directory)
         self.state = state
         if state.pool is None:
             state.pool = prestarted_pool(workers, "toolprep-tool")
@@ -87,16 +88,17 @@ class ToolExecutor(RoleActor):
         self.scheduler = scheduler
         self.timeout = timeout
         self.client_fs_for = client_fs_for
-        super().__init__(directory)
 
-    def register_handlers(self) -> None:
-        self.handle(ExecuteCalls, self.on_execute)
-        self.handle(ToolFinished, self.on_tool_finished)
-        self.handle(CancelTools, self.on_cancel)
-        self.handle(SessionClosed, self.on_session_closed)
+    def handlers(self) -> Handlers:
+        return {
+            ExecuteCalls: self.on_execute,
+            WorkerReturned: self.on_tool_finished,
+            CancelTools: self.on_cancel,
+            SessionClosed: self.on_session_closed,
+        }
 
     def _frames(self, session_id: str, *updates: dict[str, Any]) -> None:
-        self.directory.tell(EMITTER, Frames(session_id, updates))
+        self.directory.tell(EMITTER, WriteFrames(session_id, updates))
 
     def on_execute(self, msg: ExecuteCalls) -> None:
         if msg.attempt <= self.state.cancelled_through.get(msg.session_id, 0):
@@ -175,13 +177,13 @@ class ToolExecutor(RoleActor):
 
         def done(f: Future[ToolOutput]) -> None:
             # Through the directory, so a result outlives a restart of this role.
-            directory.tell(EXECUTOR, ToolFinished(session_id, attempt, call_id, f))
+            directory.tell(EXECUTOR, WorkerReturned(session_id, attempt, call_id, f))
 
         future.add_done_callback(done)
         batch.timer = self.scheduler.call_later(
             self.timeout,
             lambda: self.directory.tell(
-                EXECUTOR, ToolFinished(session_id, attempt, call_id, None, timed_out=True)
+                EXECUTOR, WorkerReturned(session_id, attempt, call_id, None, timed_out=True)
             ),
         )
 
@@ -191,7 +193,7 @@ class ToolExecutor(RoleActor):
         request: ToolCallRequest,
         title: str,
         kind: str,
-        cancelled: threading.Event,
+        cancelled: CancelEvent,
     ) -> Callable[[PermissionRequest], PermissionOutcome]:
         """Blocking permission round trip for a worker; gives up once the call is cancelled."""
         directory = self.directory
@@ -205,21 +207,19 @@ class ToolExecutor(RoleActor):
                 "rawInput": request.call.args,
             }
             message = AskPermission(session_id, permission, tool_call)
+            cancelled.cancel_with(message.reply)
             directory.tell(EMITTER, message)
-            while True:
-                if cancelled.is_set():
-                    return "cancelled"
-                try:
-                    outcome = message.reply.result(timeout=0.05)
-                except FutureTimeout:
-                    continue
-                if outcome in ("allow_once", "allow_always", "reject_once", "reject_always"):
-                    return outcome  # type: ignore[return-value]
+            try:
+                outcome = message.reply.result()
+            except FutureCancelled:
                 return "cancelled"
+            if outcome in ("allow_once", "allow_always", "reject_once", "reject_always"):
+                return outcome  # type: ignore[return-value]
+            return "cancelled"
 
         return ask
 
-    def on_tool_finished(self, msg: ToolFinished) -> None:
+    def on_tool_finished(self, msg: WorkerReturned) -> None:
         batch = self.state.batches.get(msg.session_id)
         if batch is None or batch.attempt != msg.attempt or batch.index >= len(batch.calls):
             return
@@ -327,7 +327,7 @@ class ToolExecutor(RoleActor):
         self, session_id: str, attempt: int, results: list[ToolCallResult], *, cancelled: bool
     ) -> None:
         self.directory.tell(
-            SUPERVISOR, ToolsFinished(session_id, attempt, tuple(results), cancelled=cancelled)
+            SUPERVISOR, CallsExecuted(session_id, attempt, tuple(results), cancelled=cancelled)
         )
 
     def on_stop(self) -> None:

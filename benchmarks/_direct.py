@@ -230,6 +230,9 @@ class InProcessProvider:
             body = build_chat_params(request, max_tokens_field="max_tokens")
         return sse_server._wants_tools(body)
 
+    async def aclose(self) -> None:
+        return None
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
         with_tools = self._wants_tools(request)
         self._serial += 1

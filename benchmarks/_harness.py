@@ -111,6 +111,8 @@ def loopback_server(rate: float, *, stall: bool = False) -> Iterator[LoopbackSer
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def server_stats(port: int, timeout: float = 5.0) -> dict[str, int]:

@@ -66,6 +66,10 @@ class PooledProvider:
         self.name = providers[0].name
         self._turn = 0
 
+    async def aclose(self) -> None:
+        for provider in self.providers:
+            await provider.aclose()
+
     def stream(self, request: Any) -> Any:
         self._turn += 1
         return self.providers[self._turn % len(self.providers)].stream(request)

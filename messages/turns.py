@@ -49,12 +49,12 @@ class StartTurn:
 
 
 @dataclass(frozen=True, slots=True)
-class Cancel:
+class CancelTurn:
     session_id: str
 
 
 @dataclass(frozen=True, slots=True)
-class Retry:
+class RetryAttempt:
     session_id: str
     attempt: int
     delay: float
@@ -62,7 +62,7 @@ class Retry:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelFallback:
+class SwitchModel:
     session_id: str
     attempt: int
     model: str
@@ -120,7 +120,7 @@ class ActorCrashed:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolsFinished:
+class CallsExecuted:
     session_id: str
     attempt: int
     results: tuple[ToolCallResult, ...]
@@ -128,13 +128,22 @@ class ToolsFinished:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionOpened:
+class OpenSession:
     session_id: str
     cwd: str
 
 
 @dataclass(frozen=True, slots=True)
+class CloseSession:
+    """End the session: its running turn is cancelled, then every role forgets it."""
+
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class SessionClosed:
+    """Sent by the supervisor once a session is gone: drop whatever is kept for it."""
+
     session_id: str
 
 
@@ -226,7 +235,7 @@ class CancelTools:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolFinished:
+class WorkerReturned:
     """Internal to the executor: a worker finished (or the call timed out)."""
 
     session_id: str
@@ -240,7 +249,7 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True)
-class Frames:
+class WriteFrames:
     """A session's ACP ``session/update`` payloads, written in order by the emitter."""
 
     session_id: str

@@ -28,10 +28,10 @@ from toolprep.actors.tool_executor import ExecutorState, ToolExecutor
 from toolprep.messages.content import Part
 from toolprep.messages.turns import (
     AttachSink,
-    Cancel,
+    CancelTurn,
+    CloseSession,
     CrashRole,
-    SessionClosed,
-    SessionOpened,
+    OpenSession,
     StartTurn,
     TurnResult,
 )
@@ -156,7 +156,7 @@ class Runtime:
             if client_fs is not None:
                 self._client_fs[session_id] = client_fs
         self.directory.tell(EMITTER, AttachSink(session_id, sink))
-        self.directory.tell(SUPERVISOR, SessionOpened(session_id, str(Path(cwd).resolve())))
+        self.directory.tell(SUPERVISOR, OpenSession(session_id, str(Path(cwd).resolve())))
         return session_id
 
     def has_session(self, session_id: str) -> bool:
@@ -173,14 +173,14 @@ class Runtime:
         return reply
 
     def cancel(self, session_id: str) -> None:
-        self.directory.tell(SUPERVISOR, Cancel(session_id))
+        self.directory.tell(SUPERVISOR, CancelTurn(session_id))
 
     def close_session(self, session_id: str) -> None:
         with self._lock:
             self._sessions.discard(session_id)
             self._client_fs.pop(session_id, None)
         # The supervisor detaches the sink once the session's last frames are out.
-        self.directory.tell(SUPERVISOR, SessionClosed(session_id))
+        self.directory.tell(SUPERVISOR, CloseSession(session_id))
 
     def crash_role(self, role: str, session_id: str | None = None) -> None:
         """Make a role raise inside a handler, exactly as a bug would (fault drills)."""
@@ -204,13 +204,13 @@ class Runtime:
             turn = session.turn
             if turn is not None:
                 pending.append(turn.reply)
-                self.directory.tell(SUPERVISOR, Cancel(session.session_id))
+                self.directory.tell(SUPERVISOR, CancelTurn(session.session_id))
         for reply in pending:
             try:
                 reply.result(timeout=timeout)
             except Exception as exc:
                 logger.warning("turn did not end at shutdown: %r", exc)
-        self.reader_state.stop_loop()
+        self.reader_state.stop_loop([route.provider for route in self.routes])
         self.directory.stop_all()
         self.scheduler.stop()
         pool = self.executor_state.pool

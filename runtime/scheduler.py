@@ -67,8 +67,8 @@ class Scheduler:
         while True:
             with self._cond:
                 while not self._stopped and (not self._heap or self._heap[0][0] > self._clock()):
-                    timeout = None if not self._heap else max(0.0, self._heap[0][0] - self._clock())
-                    self._cond.wait(timeout=min(timeout, 0.5) if timeout is not None else 0.5)
+                    due = self._heap[0][0] - self._clock() if self._heap else None
+                    self._cond.wait(timeout=None if due is None else max(0.0, due))
                 if self._stopped:
                     return
                 _, key = heapq.heappop(self._heap)

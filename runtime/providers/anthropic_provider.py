@@ -149,6 +149,9 @@ class AnthropicProvider:
         self.client = client
         self.name = name
 
+    async def aclose(self) -> None:
+        await self.client.close()
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
         params = build_messages_params(request)
         adapter = AnthropicStreamAdapter()

@@ -70,3 +70,11 @@ class Provider(Protocol):
     name: str
 
     def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]: ...
+
+    async def aclose(self) -> None:
+        """Release the SDK client's pooled connections.
+
+        Called once at shutdown, on the loop that streamed: the pool's sockets belong to
+        that loop, and left open they would outlive the runtime that owns them.
+        """
+        ...

@@ -157,6 +157,9 @@ class OpenAIProvider:
             client.base_url
         )
 
+    async def aclose(self) -> None:
+        await self.client.close()
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
         params = build_chat_params(request, max_tokens_field=self.max_tokens_field)
         adapter = OpenAIStreamAdapter(t.name for t in request.tools)

@@ -8,11 +8,12 @@ model (``llm_output``).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+from toolprep.runtime.tools.cancellation import CancelEvent
 
 ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
@@ -61,7 +62,7 @@ class ToolContext:
     session_id: str
     cwd: Path
     tool_call_id: str
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled: CancelEvent = field(default_factory=CancelEvent)
     request_permission: Callable[[PermissionRequest], PermissionOutcome] | None = None
     timeout: float | None = None
     client_fs: ClientFilesystem | None = None

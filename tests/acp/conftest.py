@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -182,7 +183,21 @@ class RawAgent:
             seen.append(message)
 
     def close(self, timeout: float = 15) -> int:
+        """End stdin as an editor would and wait for the exit; output stays readable."""
         assert self.process.stdin is not None
-        self.process.stdin.close()
-        code = self.process.wait(timeout=timeout)
-        return code
+        with contextlib.suppress(BrokenPipeError):
+            self.process.stdin.close()
+        return self.process.wait(timeout=timeout)
+
+    def dispose(self) -> None:
+        """Stop the agent if it still runs and release every pipe."""
+        if self.process.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.close()
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    pipe.close()

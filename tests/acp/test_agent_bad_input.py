@@ -26,8 +26,7 @@ def agent(tmp_path: Path) -> Iterator[tuple[RawAgent, FakeProviderServer]]:
         try:
             yield raw, server
         finally:
-            if raw.process.poll() is None:
-                raw.close()
+            raw.dispose()
 
 
 def _error(agent: RawAgent, request_id: object) -> dict[str, object]:

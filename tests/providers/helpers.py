@@ -77,9 +77,14 @@ def openai_provider(base_url: str, *, max_retries: int = 0) -> OpenAIProvider:
 
 
 def collect(
-    provider: Provider, request: ModelRequest
+    provider: Provider, request: ModelRequest, *, keep_open: bool = False
 ) -> tuple[list[GenerateContentResponse], StreamError | None]:
-    """Run one stream to its end; returns the chunks and the StreamError that ended it, if any."""
+    """Run one stream to its end; returns the chunks and the StreamError that ended it, if any.
+
+    The stream runs on a loop of its own, which owns the client's sockets: the provider is
+    closed before that loop ends, so a provider serves one ``collect``. ``keep_open`` is for
+    providers without sockets (the replay script's in-memory transport).
+    """
 
     async def go() -> tuple[list[GenerateContentResponse], StreamError | None]:
         chunks: list[GenerateContentResponse] = []
@@ -88,6 +93,9 @@ def collect(
                 chunks.append(chunk)
         except StreamError as exc:
             return chunks, exc
+        finally:
+            if not keep_open:
+                await provider.aclose()
         return chunks, None
 
     return asyncio.run(go())

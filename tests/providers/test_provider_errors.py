@@ -204,9 +204,10 @@ def test_closing_the_stream_closes_the_http_response(server: FakeProviderServer,
 
     async def go() -> list[GenerateContentResponse]:
         got: list[GenerateContentResponse] = []
+        provider = make(server.base_url)
 
         async def read() -> None:
-            async for chunk in make(server.base_url).stream(REQUEST):
+            async for chunk in provider.stream(REQUEST):
                 got.append(chunk)
 
         task = asyncio.create_task(read())
@@ -216,6 +217,7 @@ def test_closing_the_stream_closes_the_http_response(server: FakeProviderServer,
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await provider.aclose()
         return got
 
     got = asyncio.run(go())

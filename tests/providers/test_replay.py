@@ -24,9 +24,16 @@ from toolprep.messages.content import (
 )
 from toolprep.messages.preparation import get_preparations
 from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
-from toolprep.runtime.providers.base import ModelRequest, StreamError
+from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
 from toolprep.runtime.providers.openai_provider import OpenAIProvider
 from toolprep.runtime.providers.replay import ReplayProvider, ReplayScript, ReplayTransport
+
+
+def replay(
+    provider: Provider, req: ModelRequest
+) -> tuple[list[GenerateContentResponse], StreamError | None]:
+    """``collect`` for the replay provider: its in-memory transport can serve many loops."""
+    return collect(provider, req, keep_open=True)
 
 
 def user(text: str) -> Content:
@@ -67,7 +74,7 @@ def test_default_script_plays_through_the_demo() -> None:
     assert provider.name == "replay"
     u1 = user("Read README.md and tell me what this project is.")
 
-    chunks, error = collect(provider, request(u1))
+    chunks, error = replay(provider, request(u1))
     assert error is None
     items = [i for i in flat(chunks) if i.startswith(("prep", "call", "finish"))]
     assert items == [
@@ -82,18 +89,18 @@ def test_default_script_plays_through_the_demo() -> None:
         model(FunctionCallPart(read)),
         results((read.id, read.name)),
     )
-    chunks, error = collect(provider, request(*history))
+    chunks, error = replay(provider, request(*history))
     assert error is None and not calls_of(chunks)
     assert "demo project" in text_of(chunks)
 
     history += (model(TextPart("It is a demo.")), user("Write a short NOTES.md for this project."))
-    chunks, error = collect(provider, request(*history))
+    chunks, error = replay(provider, request(*history))
     assert error is not None and (error.kind, error.retryable) == ("overloaded", True)
     assert [i for i in flat(chunks) if i.startswith(("prep", "call"))] == [
         "prep toolu_replay_write_1 write_file"
     ]
 
-    chunks, error = collect(provider, request(*history))  # the retry gets the next response
+    chunks, error = replay(provider, request(*history))  # the retry gets the next response
     assert error is None
     (write,) = calls_of(chunks)
     assert (write.id, write.name, write.args["path"]) == (
@@ -104,7 +111,7 @@ def test_default_script_plays_through_the_demo() -> None:
     assert write.args["content"].startswith("# Notes")
 
     history += (model(FunctionCallPart(write)), results((write.id, write.name)))
-    chunks, error = collect(provider, request(*history))
+    chunks, error = replay(provider, request(*history))
     assert error is None and "NOTES.md" in text_of(chunks)
 
     history += (model(TextPart("Done.")), user("Search the whole project for TODO markers."))
@@ -136,6 +143,7 @@ def _read_until_stalled(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await provider.aclose()
         return got
 
     return asyncio.run(go())
@@ -148,6 +156,7 @@ def test_arguments_stream_slowly_enough_to_see_the_preparing_phase() -> None:
         stamped = []
         async for chunk in provider.stream(request(user("Read README.md"))):
             stamped.append((time.monotonic(), chunk))
+        await provider.aclose()
         return stamped
 
     stamped = asyncio.run(go())
@@ -158,7 +167,7 @@ def test_arguments_stream_slowly_enough_to_see_the_preparing_phase() -> None:
 
 def test_a_prompt_no_turn_matches_gets_a_hint() -> None:
     provider, transport = default_provider()
-    chunks, error = collect(provider, request(user("hello there")))
+    chunks, error = replay(provider, request(user("hello there")))
     assert error is None
     text = text_of(chunks)
     assert "replay provider" in text and "'README'" in text
@@ -167,8 +176,8 @@ def test_a_prompt_no_turn_matches_gets_a_hint() -> None:
 
 def test_turns_are_chosen_by_match_and_conversations_are_separate() -> None:
     provider, transport = default_provider()
-    collect(provider, request(user("please write notes")))
-    collect(provider, request(user("what does the README say")))
+    replay(provider, request(user("please write notes")))
+    replay(provider, request(user("what does the README say")))
     assert transport.served == [(1, 0), (0, 0)]
 
 
@@ -206,18 +215,18 @@ def test_openai_script_with_file_inline_and_status_responses(tmp_path: Path) -> 
     provider = ReplayProvider.from_script(path, pace_scale=0)
     assert isinstance(provider, OpenAIProvider)
     u = user("anything")
-    _, error = collect(provider, request(u))
+    _, error = replay(provider, request(u))
     assert error is not None and (error.status, error.retryable, error.retry_after) == (
         529,
         True,
         2.0,
     )
-    chunks, error = collect(provider, request(u))
+    chunks, error = replay(provider, request(u))
     assert error is None and [fc.args for fc in calls_of(chunks)] == [{"pattern": "*.py"}]
     history = (u, model(FunctionCallPart(calls_of(chunks)[0])), results(("call_1", "glob")))
-    chunks, error = collect(provider, request(*history))
+    chunks, error = replay(provider, request(*history))
     assert text_of(chunks) == "all done"
-    chunks, error = collect(provider, request(*history))  # the turn has run out of responses
+    chunks, error = replay(provider, request(*history))  # the turn has run out of responses
     assert "no further responses" in text_of(chunks)
 
 
