@@ -25,11 +25,54 @@ BLOCK_BYTES = 256 * 1024
 _CHECK_EVERY = 4096  # lines (or candidate lines) between budget checks within a block
 
 # Searching a block in multi-line mode finds every line match only if the
-# pattern cannot tell a line's start or end from the text's: ``\A`` and ``\z``
-# can, and so can a flag group that turns multi-line mode off again. Such
-# patterns (and, harmlessly, a few look-alikes such as ``\\A``) are matched
-# line by line instead.
-_TEXT_ANCHORED = compile_regex(r"\\[Az]|\(\?[imsU]*-")
+# pattern cannot tell a line's start or end from the text's. ``\A`` and ``\z``
+# can, so in the block pattern they become ``^`` and ``$``, which in
+# multi-line mode mean exactly what ``\A`` and ``\z`` mean on a single line.
+# A flag group that turns multi-line mode off cannot be rewritten like that;
+# such patterns (and, harmlessly, a few look-alikes) are matched line by line.
+_MULTILINE_OFF = compile_regex(r"\(\?[imsU]*-")
+_TEXT_ANCHORS = {"A": "^", "z": "$"}
+
+
+def _with_line_anchors(source: str) -> str:
+    """``source`` with ``\\A``/``\\z`` rewritten as ``^``/``$``.
+
+    Only where they are anchors: not inside a character class, nor inside
+    ``\\Q...\\E`` quoted text.
+    """
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(source):
+        char = source[i]
+        if source.startswith("\\Q", i) and not in_class:
+            end = source.find("\\E", i + 2)
+            end = len(source) if end < 0 else end + 2
+            out.append(source[i:end])
+            i = end
+            continue
+        if char == "\\" and i + 1 < len(source):
+            follower = source[i + 1]
+            anchor = None if in_class else _TEXT_ANCHORS.get(follower)
+            out.append(anchor if anchor is not None else char + follower)
+            i += 2
+            continue
+        if char == "[" and not in_class:
+            in_class = True
+            out.append(char)
+            i += 1
+            if source[i : i + 1] == "^":
+                out.append("^")
+                i += 1
+            if source[i : i + 1] == "]":  # a leading ']' is a member, not the end
+                out.append("]")
+                i += 1
+            continue
+        if char == "]" and in_class:
+            in_class = False
+        out.append(char)
+        i += 1
+    return "".join(out)
 
 
 class LinePattern:
@@ -40,8 +83,8 @@ class LinePattern:
     def __init__(self, source: str) -> None:
         self.line: Regex = compile_regex(source)
         self.block: Regex | None = None
-        if _TEXT_ANCHORED.search(source.encode("utf-8")) is None:
-            self.block = compile_regex(source, multiline=True)
+        if _MULTILINE_OFF.search(source.encode("utf-8")) is None:
+            self.block = compile_regex(_with_line_anchors(source), multiline=True)
 
 
 def matching_lines(

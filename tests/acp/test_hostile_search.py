@@ -43,8 +43,9 @@ async def test_hostile_search_leaves_other_sessions_served_and_is_cancellable(
     tmp_path: Path,
 ) -> None:
     _hostile_tree(tmp_path)
-    # \A makes the search go line by line, so it runs for seconds (its time budget is 20s).
-    hostile = ("call_hostile", "search", {"pattern": r"\A(a+)+$"})
+    # (?-m) keeps the search on its line-by-line path, so over this tree it runs for
+    # seconds (up to its 20s time budget) and is still running when B has finished.
+    hostile = ("call_hostile", "search", {"pattern": r"(?-m)\A(a+)+$"})
     with FakeProviderServer() as server:
         server.enqueue(
             sc.ok(sc.calls_turn(KIND, [hostile])),

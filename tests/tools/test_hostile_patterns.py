@@ -37,8 +37,10 @@ def test_nested_quantifier_search_finishes_and_is_right(cwd: Path, ctx: ToolCont
     (cwd / "run.txt").write_text("a" * 100_000 + "!\n" + "aaa\n" + "a" * RUN + "!\n")
     out = SearchTool().run({"pattern": "(a+)+$"}, ctx)
     assert out.llm_output == "run.txt:2:aaa"
-    anchored = SearchTool().run({"pattern": r"\A(a+)+\z"}, ctx)  # matched line by line
+    anchored = SearchTool().run({"pattern": r"\A(a+)+\z"}, ctx)
     assert anchored.llm_output == "run.txt:2:aaa"
+    line_by_line = SearchTool().run({"pattern": r"(?-m)\A(a+)+\z"}, ctx)
+    assert line_by_line.llm_output == "run.txt:2:aaa"
 
 
 def test_backtracking_glob_against_a_long_file_name(cwd: Path, ctx: ToolContext) -> None:
@@ -163,9 +165,9 @@ def test_cancel_stops_a_long_search_between_blocks(cwd: Path, make_ctx: Any) -> 
     timer = threading.Timer(0.2, cancelled.set)
     timer.start()
     try:
-        # \A makes this a line-by-line search: seconds of work per file, far longer than 0.2s.
+        # (?-m) keeps this search line by line: seconds of work per file, far longer than 0.2s.
         with pytest.raises(ToolError, match="cancelled"):
-            SearchTool().run({"pattern": r"\A(a+)+$"}, make_ctx(cancelled=cancelled))
+            SearchTool().run({"pattern": r"(?-m)\A(a+)+$"}, make_ctx(cancelled=cancelled))
     finally:
         timer.cancel()
 
@@ -210,8 +212,27 @@ def test_other_bad_patterns_get_specific_errors(cwd: Path, ctx: ToolContext) -> 
         tool.run({"pattern": "\ud800"}, ctx)
     with pytest.raises(ToolError, match=r"not a valid glob: invalid character class range: z-a"):
         GlobTool().run({"pattern": "[z-a]*"}, ctx)
-    with pytest.raises(ToolError, match="not a valid glob: it is .* over the limit"):
+    with pytest.raises(ToolError, match=r"not a valid glob: it is .* over the limit"):
         GlobTool().run({"pattern": "*" * (MAX_PATTERN_CHARS + 1)}, ctx)
+
+
+@pytest.mark.parametrize(
+    ("source", "block"),
+    [
+        (r"\A(a+)+\z", "^(a+)+$"),
+        (r"\\A[\\]\Q\A\z\E\z", r"\\A[\\]\Q\A\z\E$"),
+        (r"[]z]\z[^]A]\A", r"[]z]$[^]A]^"),
+        ("(?i-m)^a", None),
+    ],
+)
+def test_block_pattern_rewrites_text_anchors_only_outside_classes_and_quotes(
+    source: str, block: str | None
+) -> None:
+    pattern = LinePattern(source)
+    if block is None:
+        assert pattern.block is None
+    else:
+        assert pattern.block is not None and pattern.block.source == f"{block}"
 
 
 def test_search_describes_re2_syntax_to_the_model() -> None:
@@ -222,7 +243,8 @@ def test_search_describes_re2_syntax_to_the_model() -> None:
 
 
 # Searching whole blocks must report exactly the lines a line-by-line search reports,
-# including at CRLF endings, empty lines, and for patterns that can match across lines.
+# including at CRLF endings, empty lines, for patterns that can match across lines, and
+# for \A and \z, which the block search rewrites as ^ and $.
 _PATTERNS = [
     "a",
     "^a",
@@ -235,7 +257,11 @@ _PATTERNS = [
     "b*",
     r"\Aa",
     r"a\z",
+    r"\A(a|b)+\z",
+    r"\Aa|b\z",
+    r"[\\]A|\\z|\Qa\E\z",
     "(?-m)^a",
+    "(?i-m:^a)",
     "^(a|b)+$",
     r"\r",
 ]
