@@ -20,6 +20,11 @@ class ToolConfig:
     that run without asking as long as the command is a single simple command;
     anything with shell operators still asks. ``max_timeout_s`` bounds any
     timeout the model requests, so a model cannot park a worker for hours.
+
+    ``max_walk_entries``, ``max_search_bytes`` and ``max_walk_seconds`` are the
+    work budget of one glob or search call: files and directories visited,
+    bytes read, and wall time. A call that spends one stops and returns its
+    partial results with a note, rather than running unbounded.
     """
 
     allow_shell: bool = False
@@ -34,6 +39,9 @@ class ToolConfig:
     max_search_results: int = 200
     max_search_line_chars: int = 300
     max_search_file_bytes: int = 8 * 1024 * 1024
+    max_walk_entries: int = 100_000
+    max_search_bytes: int = 256 * 1024 * 1024
+    max_walk_seconds: float = 20.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

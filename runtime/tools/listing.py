@@ -2,7 +2,9 @@
 
 Both report paths relative to the session cwd, so the model can pass them
 straight back to read_file, and both stop at a configurable count with a note
-asking the model to narrow down rather than flooding its context.
+asking the model to narrow down rather than flooding its context. A glob also
+runs within a work budget (entries visited, wall time), so a glob over a
+huge or deep tree returns what it found so far rather than running on.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, ClassVar
 
 from toolprep.runtime.tools.acp_shapes import code_block, location, text_content
 from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
+from toolprep.runtime.tools.budget import WorkBudget
 from toolprep.runtime.tools.builtin import BuiltinTool, shorten, str_arg
 from toolprep.runtime.tools.paths import display_path, resolve_path, session_root, title_path
 from toolprep.runtime.tools.walk import glob_regex, split_glob, walk
@@ -114,7 +117,8 @@ class GlobTool(BuiltinTool):
     description = (
         "Find paths matching a glob pattern such as '**/*.py' or 'src/*.{ts,tsx}', relative to "
         "path (default: the working directory). '*' does not cross '/', '**' matches any depth. "
-        "Results are relative to the working directory; directories end with '/'."
+        "Results are relative to the working directory; directories end with '/'. A glob over "
+        "a very large tree stops early with a note."
     )
     schema: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -144,35 +148,44 @@ class GlobTool(BuiltinTool):
         if prefix:
             base = resolve_path(os.path.join(base, prefix), ctx.cwd)
             if not os.path.isdir(base):
-                return self._result(pattern, [], False)
+                return self._result(pattern, [], False, None)
         if not rest:
-            return self._result(pattern, [display_path(base, ctx.cwd)], False)
-        regex = glob_regex(rest)
+            return self._result(pattern, [display_path(base, ctx.cwd)], False, None)
+        glob = glob_regex(rest)
         root = session_root(ctx.cwd)
+        budget = WorkBudget.for_call(self.config, ctx)
         cap = self.config.max_glob_results
         found: list[str] = []
         truncated = False
-        for entry in walk(base, ctx.cwd, max_depth=depth, cancelled=ctx.cancelled):
-            if not regex.match(entry.rel):
+        for entry in walk(base, ctx.cwd, max_depth=depth, cancelled=ctx.cancelled, budget=budget):
+            if not glob.match(entry.rel):
                 continue
             if len(found) == cap:
                 truncated = True
                 break
             rel = os.path.relpath(entry.path, root)
             found.append(rel + "/" if entry.is_dir else rel)
-        return self._result(pattern, found, truncated)
+        return self._result(pattern, found, truncated, budget.note())
 
-    def _result(self, pattern: str, found: list[str], truncated: bool) -> ToolOutput:
+    def _result(
+        self, pattern: str, found: list[str], truncated: bool, stopped: str | None
+    ) -> ToolOutput:
+        raw: dict[str, Any] = {"count": len(found)}
+        if stopped is not None:
+            raw["stopped"] = stopped
         if not found:
             text = f"No paths match {pattern!r}."
-            return ToolOutput(
-                llm_output=text, content=(text_content(text),), raw_output={"count": 0}
-            )
+            if stopped is not None:
+                text = f"No paths match {pattern!r} in the part searched: {stopped}."
+            return ToolOutput(llm_output=text, content=(text_content(text),), raw_output=raw)
         body = "\n".join(found)
         if truncated:
             body += f"\n... more than {len(found)} matches; narrow the pattern or path"
+        elif stopped is not None:
+            body += f"\n... {stopped}"
+        raw["truncated"] = truncated or stopped is not None
         return ToolOutput(
             llm_output=body,
             content=(text_content(code_block(body)),),
-            raw_output={"count": len(found), "truncated": truncated},
+            raw_output=raw,
         )

@@ -2,25 +2,41 @@
 
 The walk never follows symlinked directories (no loops, no escape), skips
 version-control internals, drops symlinks whose target lies outside cwd, and
-checks for cancellation between entries so a search over a huge tree can be
-stopped. Order is deterministic (sorted by name, depth first) so results are
-stable from one call to the next.
+checks its work budget (and so cancellation) before each entry, so a walk
+over a huge tree stops early with partial results instead of running on.
+Order is deterministic (sorted by name, depth first) so results are stable
+from one call to the next.
+
+Globs compile to RE2, not to Python regexes: a glob like ``*a*a*a*a*b`` or
+``**/**/**/x`` translates to a regex that backtracks exponentially in
+Python's engine, and RE2 matches it in time linear in the path.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from toolprep.runtime.tools.base import ToolError
+from toolprep.runtime.tools.budget import WorkBudget
 from toolprep.runtime.tools.paths import is_within, session_root
+from toolprep.runtime.tools.patterns import (
+    MAX_PATTERN_CHARS,
+    Regex,
+    RegexSyntaxError,
+    compile_regex,
+    escape,
+    quoted,
+)
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn"})
-_MAGIC = re.compile(r"[*?\[{]")
+_MAGIC = frozenset("*?[{")
+# A glob character becomes at most this many regex characters (``*`` -> ``[^/]*``).
+_EXPANSION = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +49,17 @@ class Entry:
     is_symlink: bool
 
 
-def _sorted_entries(directory: Path) -> list[os.DirEntry[str]]:
+def _sorted_entries(directory: Path, limit: int | None) -> list[os.DirEntry[str]]:
+    """The first ``limit`` entries scandir returns, sorted by name.
+
+    The limit keeps one enormous directory from being read and sorted in full
+    (sorting holds the interpreter lock) when the budget could never reach
+    most of it anyway. A directory with more entries than a whole budget is
+    therefore seen only in part, and which part is up to the file system.
+    """
     try:
         with os.scandir(directory) as scan:
-            return sorted(scan, key=lambda entry: entry.name)
+            return sorted(islice(scan, limit), key=lambda entry: entry.name)
     except OSError:
         return []
 
@@ -47,16 +70,22 @@ def walk(
     *,
     max_depth: int | None = None,
     cancelled: threading.Event | None = None,
+    budget: WorkBudget | None = None,
 ) -> Iterator[Entry]:
     """Yield everything below ``base`` (not base itself), depth first, sorted.
 
     ``max_depth`` 1 means only base's direct children. Raises ToolError when
-    ``cancelled`` is set mid-walk.
+    ``cancelled`` (or the budget's cancel event) is set mid-walk; ends early,
+    with ``budget.stopped`` set, when the budget runs out.
     """
     real_root = os.path.realpath(session_root(cwd))
-    stack: list[tuple[Iterator[os.DirEntry[str]], str, int]] = [
-        (iter(_sorted_entries(base)), "", 1)
-    ]
+
+    limit = None if budget is None else budget.max_entries + 1
+
+    def entries_of(directory: Path) -> Iterator[os.DirEntry[str]]:
+        return iter(_sorted_entries(directory, limit))
+
+    stack: list[tuple[Iterator[os.DirEntry[str]], str, int]] = [(entries_of(base), "", 1)]
     while stack:
         entries, prefix, depth = stack[-1]
         entry = next(entries, None)
@@ -67,6 +96,8 @@ def walk(
             raise ToolError("cancelled")
         if entry.name in SKIP_DIRS:
             continue
+        if budget is not None and not budget.visit():
+            return
         rel = prefix + entry.name
         try:
             is_link = entry.is_symlink()
@@ -77,11 +108,18 @@ def walk(
             continue
         yield Entry(Path(entry.path), rel, is_dir, is_link)
         if is_dir and not is_link and (max_depth is None or depth < max_depth):
-            stack.append((iter(_sorted_entries(Path(entry.path))), rel + "/", depth + 1))
+            stack.append((entries_of(Path(entry.path)), rel + "/", depth + 1))
 
 
 def _translate_segment(segment: str) -> str:
+    """One path segment of a glob as RE2 syntax.
+
+    Once a search for a closing ``]`` or ``}`` has failed, later openers are
+    literal without searching again, which keeps a segment of many unclosed
+    brackets linear rather than quadratic.
+    """
     out: list[str] = []
+    closes = {"]": True, "}": True}  # whether that closer may still appear ahead
     i = 0
     while i < len(segment):
         char = segment[i]
@@ -91,7 +129,7 @@ def _translate_segment(segment: str) -> str:
             out.append("[^/]*")
         elif char == "?":
             out.append("[^/]")
-        elif char == "[":
+        elif char == "[" and closes["]"]:
             start = i + 1
             if segment[start : start + 1] in ("!", "^"):
                 start += 1
@@ -99,7 +137,8 @@ def _translate_segment(segment: str) -> str:
                 start += 1
             end = segment.find("]", start)
             if end < 0:
-                out.append(re.escape(char))
+                closes["]"] = False
+                out.append(escape(char))
             else:
                 body = segment[i + 1 : end]
                 if body[:1] in ("!", "^"):
@@ -108,37 +147,77 @@ def _translate_segment(segment: str) -> str:
                     body = body.replace("\\", "\\\\")
                 out.append(f"[{body}]")
                 i = end
-        elif char == "{":
+        elif char == "{" and closes["}"]:
             end = segment.find("}", i)
             if end < 0:
-                out.append(re.escape(char))
+                closes["}"] = False
+                out.append(escape(char))
             else:
                 options = segment[i + 1 : end].split(",")
                 out.append("(?:" + "|".join(_translate_segment(opt) for opt in options) + ")")
                 i = end
         else:
-            out.append(re.escape(char))
+            out.append(escape(char))
         i += 1
     return "".join(out)
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob (``*``, ``?``, ``[..]``, ``{a,b}``, ``**`` for any depth) to a regex.
+class Glob:
+    """A compiled glob; ``match`` tests a whole ``/``-separated relative path."""
 
-    The regex matches a whole ``/``-separated relative path.
+    __slots__ = ("_regex", "pattern")
+
+    def __init__(self, pattern: str, regex: Regex) -> None:
+        self.pattern = pattern
+        self._regex = regex
+
+    def match(self, path: str) -> bool:
+        return self._regex.fullmatch(_utf8(path))
+
+
+def _utf8(path: str) -> bytes:
+    """``path`` as UTF-8, a byte that is not UTF-8 becoming U+FFFD (one ``?`` in a glob).
+
+    The file system hands back such bytes as lone surrogates, which neither
+    encode as UTF-8 nor match in RE2's UTF-8 mode.
     """
-    segments = [seg for seg in pattern.split("/") if seg not in ("", ".")]
-    parts: list[str] = []
-    for index, segment in enumerate(segments):
-        last = index == len(segments) - 1
-        if segment == "**":
-            parts.append(".*" if last else "(?:[^/]+/)*")
-            continue
-        parts.append(_translate_segment(segment) + ("" if last else "/"))
     try:
-        return re.compile("".join(parts) + r"\Z", re.DOTALL)
-    except re.error as exc:
-        raise ToolError(f"pattern {pattern!r} is not a valid glob: {exc}") from None
+        return path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", errors="replace").encode("utf-8")
+
+
+def glob_regex(pattern: str) -> Glob:
+    """Compile a glob (``*``, ``?``, ``[..]``, ``{a,b}``, ``**`` for any depth) to RE2.
+
+    Runs of ``**`` segments collapse into one: they mean the same and each
+    would only add states to the program.
+    """
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ToolError(
+            f"pattern {quoted(pattern)} is not a valid glob: it is {len(pattern)} characters "
+            f"long, over the limit of {MAX_PATTERN_CHARS}"
+        )
+    segments: list[str] = []
+    for seg in pattern.split("/"):
+        if seg in ("", ".") or (seg == "**" and segments[-1:] == ["**"]):
+            continue
+        segments.append(seg)
+    parts: list[str] = []
+    try:
+        for index, segment in enumerate(segments):
+            last = index == len(segments) - 1
+            if segment == "**":
+                parts.append(".*" if last else "(?:[^/]+/)*")
+                continue
+            parts.append(_translate_segment(segment) + ("" if last else "/"))
+        regex = compile_regex("(?s)" + "".join(parts), max_chars=_EXPANSION * MAX_PATTERN_CHARS)
+        return Glob(pattern, regex)
+    except UnicodeEncodeError:
+        detail = "it contains a lone surrogate, which is not valid text"
+    except RegexSyntaxError as exc:
+        detail = exc.detail
+    raise ToolError(f"pattern {quoted(pattern)} is not a valid glob: {detail}")
 
 
 def split_glob(pattern: str) -> tuple[str, str, int | None]:
@@ -152,7 +231,7 @@ def split_glob(pattern: str) -> tuple[str, str, int | None]:
         raise ToolError(f"pattern {pattern!r} contains a NUL byte")
     segments = pattern.split("/")
     literal: list[str] = []
-    while len(segments) > 1 and not _MAGIC.search(segments[0]):
+    while len(segments) > 1 and _MAGIC.isdisjoint(segments[0]):
         literal.append(segments.pop(0))
     rest = [seg for seg in segments if seg not in ("", ".")]
     if ".." in rest:
