@@ -17,7 +17,7 @@ from typing import Any
 
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.acp.errors import INVALID_PARAMS, RpcError, require
-from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, OversizedMessage
 from toolprep.runtime.acp.prompt_content import prompt_to_parts
 from toolprep.runtime.host import Runtime
 from toolprep.runtime.tools.base import PermissionOutcome, ToolError
@@ -72,7 +72,12 @@ class ConnectionSink:
 
 
 class ConnectionFilesystem:
-    """File tools through the editor's ``fs/read_text_file`` / ``fs/write_text_file``."""
+    """File tools through the editor's ``fs/read_text_file`` / ``fs/write_text_file``.
+
+    A file's text comes back as one JSON-RPC line, so a file near the
+    connection's line limit cannot come through; the connection fails such a
+    reply at once and the tool says so, rather than waiting out the timeout.
+    """
 
     def __init__(
         self,
@@ -97,6 +102,11 @@ class ConnectionFilesystem:
         except RpcError as exc:
             raise ToolError(
                 f"the editor could not {method.split('/')[-1]}: {exc.message}"
+            ) from None
+        except OversizedMessage as exc:
+            raise ToolError(
+                f"file too large for the editor channel ({exc.excess} bytes over the "
+                f"{exc.limit}-byte limit); read it in parts with offset and limit"
             ) from None
         except Exception as exc:
             raise ToolError(f"the editor did not answer {method}: {exc!r}") from None

@@ -9,7 +9,10 @@ Threading model, and why:
 
 * **One reader thread** owns the input stream. It reads in bounded chunks and
   splits lines itself, so a multi-gigabyte line costs at most
-  ``max_line_bytes`` of memory before it is rejected and skipped.
+  ``max_line_bytes`` of memory before it is rejected and skipped. An
+  oversized line that may be the peer's *response* is scanned while skipped
+  (``envelope_scan``, constant memory) so the local request it answers fails
+  at once with :class:`OversizedMessage` instead of waiting for its timeout.
 * **Handlers run inline on the reader thread by default**, in arrival order.
   That ordering is what makes ``session/cancel`` reliable: the
   ``session/prompt`` handler has registered its turn before the cancel that
@@ -41,11 +44,13 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, Any, Final, Self, TypeAlias
 
 import orjson
 
+from toolprep.runtime.acp.envelope_scan import EnvelopeScanner
 from toolprep.runtime.acp.errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -63,6 +68,7 @@ __all__ = [
     "ConnectionClosed",
     "JsonRpcConnection",
     "NotificationHandler",
+    "OversizedMessage",
     "RequestHandler",
     "RequestId",
     "RpcError",
@@ -89,6 +95,38 @@ DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 _READ_CHUNK_BYTES: Final = 64 * 1024
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
+
+
+class OversizedMessage(Exception):
+    """The peer answered a local request with a message over ``max_line_bytes``.
+
+    The answer was discarded unread; ``size`` is its length in bytes.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"the reply is {size - limit} bytes over the {limit}-byte limit")
+        self.size = size
+        self.limit = limit
+
+    @property
+    def excess(self) -> int:
+        return self.size - self.limit
+
+
+@dataclass(frozen=True, slots=True)
+class _OversizedLine:
+    """A line over the limit; ``response_id`` set when it was a complete response to that id."""
+
+    size: int | None = None
+    response_id: int | None = None
+
+
+@dataclass(slots=True)
+class _Overflow:
+    """The line being skipped; ``scanner`` is dropped once it cannot be a response."""
+
+    size: int
+    scanner: EnvelopeScanner | None
 
 
 class _Deferred:
@@ -467,14 +505,8 @@ class JsonRpcConnection:
             for line in self._lines():
                 if self._finished:
                     break
-                if line is None:
-                    self._reject(
-                        None,
-                        INVALID_REQUEST,
-                        f"Invalid Request: message exceeds the size limit of "
-                        f"{self.max_line_bytes} bytes and was discarded",
-                        {"maxLineBytes": self.max_line_bytes},
-                    )
+                if isinstance(line, _OversizedLine):
+                    self._oversized(line)
                     continue
                 try:
                     self._handle_line(line)
@@ -504,40 +536,80 @@ class JsonRpcConnection:
             return b""
         return bytes(chunk) if chunk else b""
 
-    def _lines(self) -> Iterator[bytes | None]:
-        """Complete lines without their newline; ``None`` for each line over the limit.
+    def _oversized(self, line: _OversizedLine) -> None:
+        """Fail the local request an oversized response answered, or reject the line."""
+        future: Future[Any] | None = None
+        if line.response_id is not None and line.size is not None:
+            with self._state_lock:
+                future = self._pending.pop(line.response_id, None)
+        if future is not None and line.size is not None:
+            # Never answer a response: the peer only learns of it through its own request.
+            logger.warning(
+                "%s: response to request %r discarded: %d bytes, over the %d-byte limit",
+                self.name,
+                line.response_id,
+                line.size,
+                self.max_line_bytes,
+            )
+            _settle(future, error=OversizedMessage(line.size, self.max_line_bytes))
+            return
+        self._reject(
+            None,
+            INVALID_REQUEST,
+            f"Invalid Request: message exceeds the size limit of "
+            f"{self.max_line_bytes} bytes and was discarded",
+            {"maxLineBytes": self.max_line_bytes},
+        )
+
+    def _lines(self) -> Iterator[bytes | _OversizedLine]:
+        """Complete lines without their newline, and an ``_OversizedLine`` for each over the limit.
 
         A line is buffered only while it fits ``max_line_bytes``; past that
-        the buffer is dropped, the rejection is yielded at once and the rest
-        of the line is skipped as it arrives.
+        the buffer is dropped and the rest of the line is skipped as it
+        arrives. A line that cannot be a response is reported at once; one
+        that may be is scanned to its end for the ``id`` it answers.
         """
         limit = self.max_line_bytes
         buffer = bytearray()
-        discarding = False
+        overflow: _Overflow | None = None
         while True:
             chunk = self._read_chunk()
             if not chunk:
-                if buffer and not discarding:
+                if overflow is not None:
+                    yield from _overflow_verdict(overflow)
+                elif buffer:
                     yield bytes(buffer)  # a last line without a newline still counts
                 return
             start = 0
             while True:
                 newline = chunk.find(b"\n", start)
                 end = len(chunk) if newline == -1 else newline
-                if discarding:
-                    pass
+                if overflow is not None:
+                    overflow.size += end - start
+                    if overflow.scanner is not None:
+                        overflow.scanner.feed(memoryview(chunk)[start:end])
+                        if not overflow.scanner.may_be_response:
+                            overflow.scanner = None
+                            yield _OversizedLine()
                 elif len(buffer) + end - start > limit:
+                    scanner = EnvelopeScanner()
+                    scanner.feed(buffer)
+                    scanner.feed(memoryview(chunk)[start:end])
+                    overflow = _Overflow(size=len(buffer) + end - start, scanner=scanner)
                     buffer.clear()
-                    discarding = True
-                    yield None
+                    if not scanner.may_be_response:
+                        overflow.scanner = None
+                        yield _OversizedLine()
                 else:
                     buffer += chunk[start:end]
                 if newline == -1:
                     break
-                if not discarding:
+                if overflow is not None:
+                    yield from _overflow_verdict(overflow)
+                else:
                     yield bytes(buffer)
                 buffer.clear()
-                discarding = False
+                overflow = None
                 start = newline + 1
 
     def _handle_line(self, line: bytes) -> None:
@@ -697,6 +769,12 @@ class JsonRpcConnection:
         else:
             logger.error("%s: deferred %r failed: %r", self.name, method, error)
             self.respond_error(request_id, INTERNAL_ERROR, _internal_message(method, error))
+
+
+def _overflow_verdict(overflow: _Overflow) -> Iterator[_OversizedLine]:
+    """At the end of a skipped line: its verdict, unless it was reported already."""
+    if overflow.scanner is not None:
+        yield _OversizedLine(size=overflow.size, response_id=overflow.scanner.response_id())
 
 
 def _internal_message(method: str, exc: BaseException) -> str:

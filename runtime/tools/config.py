@@ -42,6 +42,12 @@ class ToolConfig:
     max_walk_entries: int = 100_000
     max_search_bytes: int = 256 * 1024 * 1024
     max_walk_seconds: float = 20.0
+    # write_file cards and the todo list: a diff embeds old and new text in one
+    # frame, so past max_diff_bytes (both together) the card shows a summary;
+    # todo_write refuses lists longer or wordier than an editor's plan view holds.
+    max_diff_bytes: int = 512 * 1024
+    max_todo_entries: int = 100
+    max_todo_entry_chars: int = 2000
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -1,21 +1,23 @@
 """read_file and write_file: the tools that touch file contents.
 
-Both confine their path to the session cwd. Reading is bounded by
+Both confine their path to the session cwd, and open it through
+``confined_fs`` so a symlink swapped in mid-call cannot lead them outside. Reading is bounded by
 ``ToolConfig.max_read_bytes`` so a log file or a minified bundle cannot fill
 the model's context; the truncation note tells the model which ``offset`` to
-ask for next. Writing reports an ACP diff so the editor can show the change.
+ask for next. Writing reports an ACP diff so the editor can show the change,
+or a summary when the diff would be huge or binary (see ``write_card``).
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar
 
-from toolprep.runtime.tools.acp_shapes import code_block, diff_content, location, text_content
+from toolprep.runtime.tools.acp_shapes import code_block, location, text_content
 from toolprep.runtime.tools.base import (
     ClientFilesystem,
     ToolContext,
@@ -24,7 +26,14 @@ from toolprep.runtime.tools.base import (
     ToolOutput,
 )
 from toolprep.runtime.tools.builtin import BuiltinTool, int_arg, str_arg
+from toolprep.runtime.tools.confined_fs import (
+    make_directories,
+    open_for_reading,
+    open_for_writing,
+    regular_file,
+)
 from toolprep.runtime.tools.paths import display_path, resolve_path, title_path
+from toolprep.runtime.tools.write_card import FileVersion, change_content, scan_file
 
 _SNIFF_BYTES = 8192
 _BLOCK = 64 * 1024
@@ -61,18 +70,17 @@ def _split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
-def _stat_regular(path: Path, raw: str, tool: str) -> os.stat_result:
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise ToolError(f"{tool}: {raw!r} does not exist") from None
-    except OSError as exc:
-        raise ToolError(f"{tool}: cannot access {raw!r}: {exc.strerror}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ToolError(f"{tool}: {raw!r} is a directory")
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolError(f"{tool}: {raw!r} is not a regular file")
-    return info
+def _open_failure(tool: str, raw: str, exc: OSError, verb: str) -> ToolError:
+    """The one wording of a failed open, shared by both tools."""
+    match exc:
+        case FileNotFoundError():
+            return ToolError(f"{tool}: {raw!r} does not exist")
+        case IsADirectoryError():
+            return ToolError(f"{tool}: {raw!r} is a directory")
+        case NotADirectoryError() | FileExistsError():
+            return ToolError(f"{tool}: a parent of {raw!r} is not a directory")
+        case _:
+            return ToolError(f"{tool}: cannot {verb} {raw!r}: {exc.strerror}")
 
 
 def _skip_lines(handle: BinaryIO, count: int) -> int:
@@ -154,16 +162,20 @@ class ReadFileTool(BuiltinTool):
         fs = ctx.client_fs
         if fs is not None and fs.can_read:
             return self._read_through_client(fs, raw, path, offset, limit)
-        info = _stat_regular(path, raw, self.name)
         cap = self.config.max_read_bytes
         try:
-            with open(path, "rb") as handle:
+            fd = open_for_reading(raw, ctx.cwd)
+        except OSError as exc:
+            raise _open_failure(self.name, raw, exc, "access") from None
+        try:
+            with regular_file(fd, raw, self.name, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
                 if b"\0" in handle.read(_SNIFF_BYTES):
-                    note = f"{raw} looks like a binary file ({info.st_size} bytes); not shown."
+                    note = f"{raw} looks like a binary file ({size} bytes); not shown."
                     return ToolOutput(
                         llm_output=note,
                         content=(text_content(note),),
-                        raw_output={"path": str(path), "binary": True, "bytes": info.st_size},
+                        raw_output={"path": str(path), "binary": True, "bytes": size},
                     )
                 handle.seek(0)
                 skipped = _skip_lines(handle, offset - 1)
@@ -185,7 +197,7 @@ class ReadFileTool(BuiltinTool):
                 "startLine": offset,
                 "endLine": end_line,
                 "truncated": bool(note),
-                "bytes": info.st_size,
+                "bytes": size,
             },
         )
 
@@ -282,63 +294,87 @@ class WriteFileTool(BuiltinTool):
         fs = ctx.client_fs
         if fs is not None and fs.can_write:
             return self._write_through_client(fs, path, new_text, ctx)
-        old_text: str | None = None
-        if os.path.exists(path):
-            _stat_regular(path, raw, self.name)
-            try:
-                old_text = _decode(path.read_bytes(), final=True)
-            except OSError as exc:
-                raise ToolError(f"{self.name}: cannot read {raw!r}: {exc.strerror}") from None
         try:
             encoded = new_text.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise ToolError(
                 f"{self.name}: argument 'content' is not valid text: {exc.reason}"
             ) from None
+        cap = self.config.max_diff_bytes
+        new = FileVersion.of_text(new_text, cap)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Re-check after mkdir: the directories now exist, so realpath sees them.
-            target = os.path.realpath(resolve_path(raw, ctx.cwd))
-            with open(target, "wb") as handle:
-                handle.write(encoded)
-        except (FileExistsError, NotADirectoryError):
-            raise ToolError(f"{self.name}: a parent of {raw!r} is not a directory") from None
+            opened = open_for_writing(raw, ctx.cwd)
+        except OSError as exc:
+            raise _open_failure(self.name, raw, exc, "write") from None
+        old: FileVersion | None = None
+        unchanged = False
+        try:
+            with regular_file(opened.fd, raw, self.name, "r+b") as handle:
+                if not opened.created:
+                    old, unchanged = scan_file(handle, max(cap - new.size, 0), encoded)
+                if not unchanged:
+                    handle.seek(0)
+                    handle.truncate()
+                    handle.write(encoded)
         except OSError as exc:
             raise ToolError(f"{self.name}: cannot write {raw!r}: {exc.strerror}") from None
         shown = display_path(path, ctx.cwd)
-        if old_text is None:
+        if old is None:
             summary = f"Created {shown} ({len(encoded)} bytes)."
-        elif old_text == new_text:
+        elif unchanged:
             summary = f"{shown} already had this content; nothing changed."
         else:
             summary = f"Updated {shown} ({len(encoded)} bytes)."
         return ToolOutput(
             llm_output=summary,
-            content=(diff_content(path, old_text, new_text),),
-            raw_output={"path": str(path), "created": old_text is None, "bytes": len(encoded)},
+            content=(change_content(path, old, new, cap),),
+            raw_output={"path": str(path), "created": old is None, "bytes": len(encoded)},
         )
 
     def _write_through_client(
         self, fs: ClientFilesystem, path: Path, new_text: str, ctx: ToolContext
     ) -> ToolOutput:
-        """Let the editor write, so the change shows in its buffers and undo history."""
-        old_text: str | None = None
-        if os.path.exists(path):
-            try:
-                old_text = fs.read_text_file(str(path)) if fs.can_read else path.read_text("utf-8")
-            except (OSError, UnicodeDecodeError):
-                old_text = None
+        """Let the editor write, so the change shows in its buffers and undo history.
+
+        The editor opens the path itself; what this process opens (the old
+        content when the editor cannot read, the parent folders) still goes
+        through the confined walk.
+        """
+        raw = str(path)
+        cap = self.config.max_diff_bytes
+        new = FileVersion.of_text(new_text, cap)
+        keep = max(cap - new.size, 0)
+        old = self._old_version_on_disk(raw, ctx, keep, new_text)
+        if old is not None and fs.can_read:
+            # Unsaved buffers included; if the editor cannot, the disk's version will do.
+            with contextlib.suppress(ToolError):
+                old = FileVersion.of_text(fs.read_text_file(raw), keep)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)  # editors write files, not directories
+            make_directories(os.path.dirname(raw), ctx.cwd)  # editors write files, not folders
         except OSError as exc:
             raise ToolError(
                 f"{self.name}: cannot create the folder of {path}: {exc.strerror}"
             ) from None
-        fs.write_text_file(str(path), new_text)
+        fs.write_text_file(raw, new_text)
         shown = display_path(path, ctx.cwd)
-        verb = "Created" if old_text is None else "Updated"
+        verb = "Created" if old is None else "Updated"
         return ToolOutput(
             llm_output=f"{verb} {shown} ({len(new_text.encode('utf-8'))} bytes).",
-            content=(diff_content(path, old_text, new_text),),
-            raw_output={"path": str(path), "created": old_text is None, "source": "client"},
+            content=(change_content(path, old, new, cap),),
+            raw_output={"path": raw, "created": old is None, "source": "client"},
         )
+
+    def _old_version_on_disk(
+        self, raw: str, ctx: ToolContext, keep: int, new_text: str
+    ) -> FileVersion | None:
+        """The file as it is on disk, or None when there is none (or it cannot be read)."""
+        try:
+            fd = open_for_reading(raw, ctx.cwd)
+        except OSError:
+            return None
+        try:
+            with regular_file(fd, raw, self.name, "rb") as handle:
+                version, _ = scan_file(handle, keep, new_text.encode("utf-8"))
+        except (ToolError, OSError):
+            return None
+        return version

@@ -8,9 +8,11 @@ links) stay inside cwd. Checking the real form is what stops a link planted
 inside the project from reaching ``/etc``; checking the lexical form gives the
 model a precise message for the common ``../`` mistake.
 
-The check happens before the operation, so a process that swaps a directory
-for a symlink in between can still race it; that is acceptable for a tool
-sandbox whose other inhabitant is the user's own editor.
+That check happens before the operation, so on its own it could be raced by
+swapping a directory for a symlink in between. The file tools therefore open
+what they read and write through ``confined_fs``, which walks
+``relative_parts`` from a descriptor of the root without following any link
+it has not checked; ``resolve_path`` stays as the early, well-worded refusal.
 """
 
 from __future__ import annotations
@@ -40,32 +42,53 @@ def lexical_path(path: str, cwd: Path | str) -> Path:
     return Path(os.path.normpath(os.path.join(root, path)))
 
 
-def resolve_path(path: str, cwd: Path | str) -> Path:
-    """Return the absolute path for ``path`` after checking it stays inside cwd.
-
-    The result is the lexical path (symlinks not expanded), which is what the
-    editor knows the file as; opening it is safe because its real target was
-    checked too. Raises ToolError naming the path otherwise.
-    """
+def _confined_lexical(path: str, root: Path) -> Path:
+    """The lexical form of ``path`` under ``root``; ToolError if it is not a usable path there."""
     if not isinstance(path, str) or not path.strip():
         raise ToolError("path must be a non-empty string")
     if "\0" in path:
         raise ToolError(f"path {path!r} contains a NUL byte")
-    root = session_root(cwd)
-    real_root = os.path.realpath(root)
     candidate = lexical_path(path, root)
     lexical = str(candidate)
-    if not (is_within(lexical, str(root)) or is_within(lexical, real_root)):
+    if not (is_within(lexical, str(root)) or is_within(lexical, os.path.realpath(root))):
         if os.path.isabs(path):
             raise ToolError(f"path {path!r} is outside the session directory {root}")
         raise ToolError(f"path {path!r} escapes the session directory {root} via '..'")
+    return candidate
+
+
+def resolve_path(path: str, cwd: Path | str) -> Path:
+    """Return the absolute path for ``path`` after checking it stays inside cwd.
+
+    The result is the lexical path (symlinks not expanded), which is what the
+    editor knows the file as. Raises ToolError naming the path otherwise.
+    Opening the result by name is still open to a symlink swap; the file
+    tools open through ``confined_fs`` instead.
+    """
+    root = session_root(cwd)
+    candidate = _confined_lexical(path, root)
     real = os.path.realpath(candidate)
-    if not is_within(real, real_root):
+    if not is_within(real, os.path.realpath(root)):
         raise ToolError(
             f"path {path!r} resolves through a symlink to {real}, "
             f"outside the session directory {root}"
         )
     return candidate
+
+
+def relative_parts(path: str, cwd: Path | str) -> tuple[str, ...]:
+    """The components of ``path`` below the session root, for a walk from the root's descriptor.
+
+    Only the lexical check is made here (ToolError if ``path`` leaves cwd by
+    ``..`` or is absolute elsewhere); symlinks are the walk's business. An
+    absolute path may name cwd by its real location when cwd itself is a
+    symlink, so both forms of the root are accepted.
+    """
+    root = session_root(cwd)
+    candidate = str(_confined_lexical(path, root))
+    base = str(root) if is_within(candidate, str(root)) else os.path.realpath(root)
+    relative = os.path.relpath(candidate, base)
+    return () if relative == "." else tuple(relative.split(os.sep))
 
 
 def is_confined(path: Path | str, cwd: Path | str) -> bool:

@@ -3,7 +3,9 @@
 The tool does nothing on disk. Its result carries ``plan`` entries, which the
 runtime sends as an ACP ``plan`` update instead of a tool card (it filters the
 card out by the name ``todo_write``). Each call replaces the whole list, as the
-ACP plan update does.
+ACP plan update does. The list is bounded (``ToolConfig.max_todo_entries``
+and ``max_todo_entry_chars``): every call resends it whole to the editor and
+into the model's context, so a runaway list would cost both on every update.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from toolprep.runtime.tools.acp_shapes import PlanPriority, PlanStatus, plan_entry
-from toolprep.runtime.tools.base import ToolContext, ToolKind, ToolOutput
+from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
 from toolprep.runtime.tools.builtin import BuiltinTool
 
 _STATUS_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
@@ -54,7 +56,23 @@ class TodoWriteTool(BuiltinTool):
     def title(self, args: Mapping[str, Any]) -> str:
         return "Update plan"
 
+    def _check_limits(self, todos: list[dict[str, Any]]) -> None:
+        most, longest = self.config.max_todo_entries, self.config.max_todo_entry_chars
+        if len(todos) > most:
+            raise ToolError(
+                f"{self.name}: {len(todos)} todos is over the limit of {most}; "
+                "merge or drop items and send the list again"
+            )
+        for index, item in enumerate(todos):
+            length = len(item["content"])
+            if length > longest:
+                raise ToolError(
+                    f"{self.name}: todos[{index}].content is {length} characters, over the "
+                    f"limit of {longest} characters per todo; shorten it"
+                )
+
     def execute(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
+        self._check_limits(args["todos"])
         entries: list[dict[str, Any]] = []
         for item in args["todos"]:
             status: PlanStatus = item["status"]

@@ -1,0 +1,109 @@
+"""Big files and the editor channel, over real stdio with the official ACP client SDK.
+
+An editor answering ``fs/read_text_file`` with a file larger than the agent's
+line limit used to leave the tool waiting for its 30 s timeout; it must fail at
+once with the sizes, and the session must go on serving prompts. A write over
+a huge file must not put the whole file into a card frame.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+from acp import text_block
+from acp.schema import ReadTextFileResponse
+
+from tests.acp.conftest import RecordingClient, agent_command, running_agent
+from tests.runtime import scenarios as sc
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.runtime_harness import check_cards, lifecycle
+from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES
+from toolprep.runtime.tools.config import ToolConfig
+
+KIND = "anthropic"
+HUGE_BYTES = DEFAULT_MAX_LINE_BYTES + 1024 * 1024
+EDITOR_TIMEOUT_S = 30.0
+
+
+class HugeBufferClient(RecordingClient):
+    """An editor whose buffer for ``huge.txt`` is bigger than the agent accepts in one line."""
+
+    async def read_text_file(
+        self,
+        path: str,
+        session_id: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        if path.endswith("huge.txt"):
+            return ReadTextFileResponse(content="h" * HUGE_BYTES)
+        return await super().read_text_file(path, session_id, line, limit, **kwargs)
+
+
+def _failure_text(frames: list[dict[str, Any]], call_id: str) -> str:
+    failed = [f for f in frames if f.get("toolCallId") == call_id and f.get("status") == "failed"]
+    assert len(failed) == 1, lifecycle(frames)
+    return str(failed[0].get("content"))
+
+
+async def test_huge_editor_reply_fails_the_read_at_once_and_the_session_goes_on(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "huge.txt").write_text("on disk\n")
+    (tmp_path / "small.txt").write_text("small file\n")
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.calls_turn(KIND, [("call_huge", "read_file", {"path": "huge.txt"})])),
+            sc.ok(sc.text_turn(KIND, "That file is too big.")),
+            sc.ok(sc.calls_turn(KIND, [("call_small", "read_file", {"path": "small.txt"})])),
+            sc.ok(sc.text_turn(KIND, "Read the small one.")),
+        )
+        client = HugeBufferClient()
+        async with running_agent(*agent_command(KIND, server), client, client_fs=True) as (
+            conn,
+            _,
+        ):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            started = time.monotonic()
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("read")])
+            elapsed = time.monotonic() - started
+            again = await conn.prompt(session_id=session.session_id, prompt=[text_block("more")])
+        frames = client.frames()
+        check_cards(frames)
+        assert reply.stop_reason == "end_turn" and again.stop_reason == "end_turn"
+        assert elapsed < EDITOR_TIMEOUT_S * 2 / 3, elapsed  # not the editor timeout
+        message = _failure_text(frames, "call_huge")
+        # The SDK's reply line: the content plus its JSON envelope, so at least this much over.
+        assert "file too large for the editor channel (" in message
+        assert f"bytes over the {DEFAULT_MAX_LINE_BYTES}-byte limit)" in message
+        over = int(message.split("editor channel (")[1].split(" bytes")[0])
+        assert (
+            HUGE_BYTES - DEFAULT_MAX_LINE_BYTES <= over < HUGE_BYTES - DEFAULT_MAX_LINE_BYTES + 500
+        )
+        assert "file too large for the editor channel" in str(server.requests[1].body)
+        # The same session then reads through the editor as usual.
+        assert lifecycle(frames)["call_small"][-1] == "completed"
+        assert "small file" in str(server.requests[3].body)
+
+
+async def test_write_over_a_huge_file_sends_a_small_card(tmp_path: Path) -> None:
+    huge = tmp_path / "dump.log"
+    huge.write_bytes(b"log line\n" * (10 * 1024 * 1024 // 9))
+    write = ("call_write", "write_file", {"path": "dump.log", "content": "trimmed\n"})
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.calls_turn(KIND, [write])), sc.ok(sc.text_turn(KIND, "Done.")))
+        client = RecordingClient()
+        async with running_agent(*agent_command(KIND, server), client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("trim")])
+    assert reply.stop_reason == "end_turn"
+    check_cards(client.frames())
+    assert huge.read_text() == "trimmed\n"
+    largest = max(len(orjson.dumps(message)) for message in client.raw)
+    assert largest < 64 * 1024, largest  # the diff alone would be over ten megabytes
+    cap = ToolConfig().max_diff_bytes
+    assert f"bytes over the {cap}-byte cap" in str(client.frames())
