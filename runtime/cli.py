@@ -8,7 +8,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from toolprep.runtime.config import build_routes, resolve_settings
+from toolprep.runtime.config import build_routes, resolve_settings, scrubbed_variable_names
 
 
 def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,6 +57,14 @@ def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="store_true",
         help="run shell commands without asking for permission",
     )
+    acp.add_argument(
+        "--scrub-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="keep variable NAME out of tool subprocesses (repeatable; also "
+        "TOOLPREP_SCRUB_ENV=A,B); provider keys and *_API_KEY are always kept out",
+    )
     acp.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
 
 
@@ -80,7 +88,9 @@ def run_acp(args: argparse.Namespace) -> int:
     from toolprep.runtime.host import Runtime, RuntimeConfig
     from toolprep.runtime.retry import RetryPolicy
     from toolprep.runtime.tools.config import ToolConfig
+    from toolprep.runtime.tools.environment import EnvironmentPolicy
     from toolprep.runtime.tools.registry import default_registry
+    from toolprep.runtime.tools.shell import RunShellCommandTool
 
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -97,13 +107,17 @@ def run_acp(args: argparse.Namespace) -> int:
             replay_file=args.replay,
         )
         routes = build_routes(settings)
+        scrubbed = scrubbed_variable_names(args.scrub_env)
     except (ValueError, OSError) as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
     # stdout carries only protocol messages: anything printed by accident goes to stderr.
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr
-    registry = default_registry(ToolConfig(allow_shell=args.allow_shell))
+    tool_config = ToolConfig(allow_shell=args.allow_shell)
+    registry = default_registry(tool_config)
+    environment = EnvironmentPolicy.for_agent(configured_key=settings.api_key, names=scrubbed)
+    registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
     runtime = Runtime(
         routes, registry, RuntimeConfig(retry=RetryPolicy(max_retries=settings.max_retries))
     )
