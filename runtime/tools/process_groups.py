@@ -19,7 +19,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 __all__ = ["ProcessGroups", "StartsProcesses", "group_exists", "signal_group"]
@@ -44,12 +44,6 @@ def group_exists(pgid: int) -> bool:
     return True
 
 
-def _kill_leftovers(groups: Iterable[int]) -> None:
-    for pgid in groups:
-        if group_exists(pgid):
-            signal_group(pgid, signal.SIGKILL)
-
-
 class ProcessGroups:
     """The live process groups of each session's tool calls."""
 
@@ -59,6 +53,8 @@ class ProcessGroups:
         self.grace_s = grace_s
         self._lock = threading.Lock()
         self._by_session: dict[str, set[int]] = {}
+        # Groups sent SIGTERM whose SIGKILL is still to come: kill_now must see them too.
+        self._stopping: set[int] = set()
 
     def add(self, session_id: str, pgid: int) -> None:
         with self._lock:
@@ -95,13 +91,14 @@ class ProcessGroups:
         """
         with self._lock:
             groups = self._collect(session_id, remove=True)
-        live = [pgid for pgid in groups if group_exists(pgid)]
+            live = [pgid for pgid in groups if group_exists(pgid)]
+            self._stopping.update(live)
         if not live:
             return
         for pgid in live:
             signal_group(pgid, signal.SIGTERM)
         if not wait:
-            timer = threading.Timer(self.grace_s, _kill_leftovers, args=(tuple(live),))
+            timer = threading.Timer(self.grace_s, self._kill_leftovers, args=(tuple(live),))
             timer.name = "toolprep-group-reaper"
             timer.daemon = True
             timer.start()
@@ -109,7 +106,14 @@ class ProcessGroups:
         deadline = time.monotonic() + self.grace_s
         while time.monotonic() < deadline and any(group_exists(pgid) for pgid in live):
             time.sleep(_POLL_S)
-        _kill_leftovers(live)
+        self._kill_leftovers(live)
+
+    def _kill_leftovers(self, groups: Sequence[int]) -> None:
+        for pgid in groups:
+            if group_exists(pgid):
+                signal_group(pgid, signal.SIGKILL)
+        with self._lock:
+            self._stopping.difference_update(groups)
 
     def kill_now(self) -> None:
         """SIGKILL every tracked group without taking the lock.
@@ -119,6 +123,7 @@ class ProcessGroups:
         """
         groups: list[int] = []
         with contextlib.suppress(RuntimeError):  # changed during iteration: keep what was read
+            groups.extend(tuple(self._stopping))
             for members in list(self._by_session.values()):
                 groups.extend(tuple(members))
         for pgid in groups:
