@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import sys
+import threading
+import time
 from collections.abc import Sequence
 
-from toolprep.runtime.config import build_routes, resolve_settings
+from toolprep.runtime.config import build_routes, resolve_settings, scrubbed_variable_names
+from toolprep.runtime.stop_signals import StopSignals
 
 
 def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,6 +61,14 @@ def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action="store_true",
         help="run shell commands without asking for permission",
     )
+    acp.add_argument(
+        "--scrub-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="keep variable NAME out of tool subprocesses (repeatable; also "
+        "TOOLPREP_SCRUB_ENV=A,B); provider keys and *_API_KEY are always kept out",
+    )
     acp.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
 
 
@@ -74,13 +86,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_EXIT_BUDGET_S = 5.0
+
+
 def run_acp(args: argparse.Namespace) -> int:
+    """Serve ACP on stdio until stdin ends or SIGTERM/SIGINT, then exit 0.
+
+    The signal handlers go in first, so even a signal during start-up takes
+    the graceful path instead of a traceback.
+    """
+    stop = StopSignals()
+    stop.install()
+    try:
+        return _exit_within(_serve_acp(args, stop), _EXIT_BUDGET_S)
+    finally:
+        stop.restore()
+
+
+def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
     from toolprep.runtime.host import Runtime, RuntimeConfig
     from toolprep.runtime.retry import RetryPolicy
     from toolprep.runtime.tools.config import ToolConfig
+    from toolprep.runtime.tools.environment import EnvironmentPolicy
     from toolprep.runtime.tools.registry import default_registry
+    from toolprep.runtime.tools.shell import RunShellCommandTool
 
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -97,27 +128,54 @@ def run_acp(args: argparse.Namespace) -> int:
             replay_file=args.replay,
         )
         routes = build_routes(settings)
+        scrubbed = scrubbed_variable_names(args.scrub_env)
     except (ValueError, OSError) as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
     # stdout carries only protocol messages: anything printed by accident goes to stderr.
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr
-    registry = default_registry(ToolConfig(allow_shell=args.allow_shell))
+    tool_config = ToolConfig(allow_shell=args.allow_shell)
+    registry = default_registry(tool_config)
+    environment = EnvironmentPolicy.for_agent(configured_key=settings.api_key, names=scrubbed)
+    registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
     runtime = Runtime(
         routes, registry, RuntimeConfig(retry=RetryPolicy(max_retries=settings.max_retries))
     )
-    connection = JsonRpcConnection(
-        sys.stdin.buffer, protocol_out, max_line_bytes=args.max_line_bytes
-    )
+    stop.on_force = runtime.kill_tool_processes_now
+    # Unbuffered: the reader thread may still be blocked reading when the process exits,
+    # and a buffered stream's lock held by it would abort interpreter shutdown.
+    protocol_in = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
+    connection = JsonRpcConnection(protocol_in, protocol_out, max_line_bytes=args.max_line_bytes)
     agent = AcpAgent(runtime, connection)
     # Everything imported and built so far lives as long as the process: keep it out of
     # the collector's full passes, which otherwise stall every stream now and then.
     gc.freeze()
-    connection.start()
-    connection.wait_closed()
-    agent.close()
+    agent.serve(lambda: stop.requested)
     return 0
+
+
+def _exit_within(code: int, budget_s: float) -> int:
+    """``code`` once the other non-daemon threads are done, or an exit without them.
+
+    Tool workers finish on their own once their calls are cancelled, but a
+    tool blocked in a call that ignores cancellation must not keep the
+    process alive after every reply has been written.
+    """
+    deadline = time.monotonic() + budget_s
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    stuck = [t.name for t in threading.enumerate() if t is not current and not t.daemon]
+    if stuck:
+        logging.getLogger(__name__).warning(
+            "leaving without waiting for busy threads: %s", ", ".join(stuck)
+        )
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,6 +3,9 @@
 The provider defaults to whichever key the environment holds (Anthropic,
 then OpenAI), and to the embedded replay provider when neither is set, so
 ``toolprep acp`` works on a machine with no key and no network.
+
+The key is read here, once, rather than left to the SDKs, so the agent
+knows exactly which secret its tools must never see.
 """
 
 from __future__ import annotations
@@ -15,8 +18,15 @@ from typing import Literal
 
 from toolprep.actors.stream_reader import ModelRoute
 from toolprep.runtime.providers.base import Provider
+from toolprep.runtime.tools.environment import parse_variable_names
 
 ProviderName = Literal["anthropic", "openai", "replay"]
+
+KEY_VARIABLES: dict[str, str] = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+"""Where each provider's key is read from."""
+
+SCRUB_ENV_VARIABLE = "TOOLPREP_SCRUB_ENV"
+"""Comma-separated names of further variables that tools must not inherit."""
 
 DEFAULT_MODELS: dict[str, str] = {
     "anthropic": "claude-sonnet-4-5",
@@ -35,6 +45,7 @@ class ProviderSettings:
     replay_file: Path | None = None
     replay_pace: float | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    api_key: str | None = field(default=None, repr=False)
 
 
 def default_provider(env: Mapping[str, str] | None = None) -> ProviderName:
@@ -65,6 +76,8 @@ def resolve_settings(
         raise ValueError(f"unknown provider {provider!r}: use anthropic, openai or replay")
     if max_retries < 0:
         raise ValueError("--max-retries must be >= 0")
+    env = os.environ if env is None else env
+    key_variable = KEY_VARIABLES.get(name)
     return ProviderSettings(
         provider=name,
         model=model or DEFAULT_MODELS[name],
@@ -72,6 +85,24 @@ def resolve_settings(
         base_url=base_url,
         max_retries=max_retries,
         replay_file=Path(replay_file) if replay_file else None,
+        api_key=(env.get(key_variable) or None) if key_variable else None,
+    )
+
+
+def scrubbed_variable_names(
+    cli_names: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> frozenset[str]:
+    """The variables the user asked to keep from tools: ``--scrub-env`` plus the env list.
+
+    The list itself is included: it is the agent's configuration, and it
+    would tell a command the names it was not meant to see.
+    """
+    env = os.environ if env is None else env
+    listed = [item for item in env.get(SCRUB_ENV_VARIABLE, "").split(",") if item.strip()]
+    return (
+        parse_variable_names(cli_names, source="--scrub-env")
+        | parse_variable_names(listed, source=SCRUB_ENV_VARIABLE)
+        | {SCRUB_ENV_VARIABLE}
     )
 
 
@@ -86,7 +117,10 @@ def build_routes(settings: ProviderSettings) -> list[ModelRoute]:
         from toolprep.runtime.providers.factory import build_provider
 
         provider = build_provider(
-            settings.provider, base_url=settings.base_url, max_retries=settings.max_retries
+            settings.provider,
+            base_url=settings.base_url,
+            api_key=settings.api_key,
+            max_retries=settings.max_retries,
         )
     models = (settings.model, *settings.fallback_models)
     return [ModelRoute(provider, model) for model in models]

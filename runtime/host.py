@@ -4,6 +4,10 @@
 one actor per role, shared by every session, so the thread count does not
 depend on how many sessions are open: five role threads, one asyncio thread
 for all provider streams, one timer thread and a bounded tool pool.
+
+Processes a tool call leaves behind (a shell command's background children)
+live as long as the turn that started them: the host stops them when the
+session has no prompt outstanding any more, and stops all of them at shutdown.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -38,6 +44,7 @@ from toolprep.messages.turns import (
 from toolprep.runtime.retry import RetryPolicy
 from toolprep.runtime.scheduler import Scheduler
 from toolprep.runtime.tools.base import ClientFilesystem
+from toolprep.runtime.tools.process_groups import ProcessGroups, StartsProcesses
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry
 
 logger = logging.getLogger(__name__)
@@ -79,6 +86,7 @@ class Runtime:
         self.supervisor_state = SupervisorState()
         self._sessions: set[str] = set()
         self._client_fs: dict[str, ClientFilesystem] = {}
+        self._outstanding: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._closed = False
         self._start_roles()
@@ -169,8 +177,42 @@ class Runtime:
         if broken:
             reply.set_result(TurnResult(None, error="; ".join(broken.values())))
             return reply
+        with self._lock:
+            if self._closed:
+                reply.set_result(TurnResult(None, error="the runtime is shutting down"))
+                return reply
+            self._outstanding[session_id] += 1
+        reply.add_done_callback(lambda _done: self._prompt_done(session_id))
         self.directory.tell(SUPERVISOR, StartTurn(session_id, tuple(parts), reply))
         return reply
+
+    def _prompt_done(self, session_id: str) -> None:
+        """Stop the session's leftover tool processes once no prompt of it is outstanding.
+
+        Counting prompts rather than reacting to each reply keeps a prompt
+        that is refused (another one is running) from stopping the running
+        turn's processes. Runs on the emitter's thread, so it must not block.
+        """
+        with self._lock:
+            self._outstanding[session_id] -= 1
+            if self._outstanding[session_id] > 0:
+                return
+            del self._outstanding[session_id]
+        for groups in self._process_groups():
+            groups.stop(session_id, wait=False)
+
+    def _process_groups(self) -> list[ProcessGroups]:
+        found: list[ProcessGroups] = []
+        for name in self.registry.names():
+            tool = self.registry.get(name)
+            if isinstance(tool, StartsProcesses) and tool.processes not in found:
+                found.append(tool.processes)
+        return found
+
+    def kill_tool_processes_now(self) -> None:
+        """SIGKILL every tool process at once; safe to call from a signal handler."""
+        for groups in self._process_groups():
+            groups.kill_now()
 
     def cancel(self, session_id: str) -> None:
         self.directory.tell(SUPERVISOR, CancelTurn(session_id))
@@ -194,7 +236,11 @@ class Runtime:
         ]
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Cancel running turns (their cards are discarded), then stop every role."""
+        """Cancel running turns (their cards are discarded), stop tool processes, then roles.
+
+        ``timeout`` bounds the wait for all running turns together, so the
+        time to shut down does not grow with the number of sessions.
+        """
         with self._lock:
             if self._closed:
                 return
@@ -205,11 +251,14 @@ class Runtime:
             if turn is not None:
                 pending.append(turn.reply)
                 self.directory.tell(SUPERVISOR, CancelTurn(session.session_id))
+        deadline = time.monotonic() + timeout
         for reply in pending:
             try:
-                reply.result(timeout=timeout)
+                reply.result(timeout=max(0.0, deadline - time.monotonic()))
             except Exception as exc:
                 logger.warning("turn did not end at shutdown: %r", exc)
+        for groups in self._process_groups():
+            groups.stop(wait=True)
         self.reader_state.stop_loop([route.provider for route in self.routes])
         self.directory.stop_all()
         self.scheduler.stop()

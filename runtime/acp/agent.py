@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future
 from importlib import metadata
 from typing import Any
@@ -33,6 +34,8 @@ PERMISSION_OPTIONS = [
 ]
 
 SESSION_NOT_FOUND = -32002
+
+_STOP_POLL_S = 0.1
 
 
 def _version() -> str:
@@ -230,6 +233,25 @@ class AcpAgent:
             return
         self.runtime.cancel(params["sessionId"])
 
+    def serve(self, stop_requested: Callable[[], bool]) -> None:
+        """Serve until the input ends or ``stop_requested()``, then end everything.
+
+        Both ways out take the same path, so a stop signal leaves the client
+        with what stdin EOF would: every prompt answered and every card
+        terminal. The loop polls rather than being woken by the signal
+        handler, which must not touch locks the main thread may hold.
+        """
+        self.connection.start()
+        while not self.connection.wait_closed(_STOP_POLL_S):
+            if stop_requested():
+                logger.info(
+                    "stop requested: ending %d running turns", len(self.runtime.active_turns())
+                )
+                break
+        self.close()
+        self.connection.close()
+
     def close(self) -> None:
-        """Input ended: cancel running turns (their cards are discarded) and stop."""
+        """Input ended or a stop was requested: cancel running turns (their cards are
+        discarded, their prompts answered ``cancelled``), stop tool processes and roles."""
         self.runtime.shutdown()

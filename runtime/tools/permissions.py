@@ -24,11 +24,16 @@ def ensure_permission(
     kind: ToolKind,
     args: Mapping[str, Any],
 ) -> None:
-    """Return if the client allows this call; raise ToolError otherwise."""
+    """Return if the client allows this call; raise ToolError otherwise.
+
+    The whole ``title`` goes to the client; error messages name the call by
+    the title's first line, since a multi-line title repeats a whole script.
+    """
+    label = title.partition("\n")[0].rstrip(":")
     if ctx.cancelled.is_set():
-        raise ToolError(f"{title}: cancelled before it started")
+        raise ToolError(f"{label}: cancelled before it started")
     if ctx.request_permission is None:
-        raise ToolError(f"{title} was not allowed: no client is available to grant permission")
+        raise ToolError(f"{label} was not allowed: no client is available to grant permission")
     request = PermissionRequest(
         tool_call_id=ctx.tool_call_id,
         tool_name=tool_name,
@@ -40,5 +45,5 @@ def ensure_permission(
     if outcome in ALLOWED_OUTCOMES:
         return
     if outcome == "cancelled":
-        raise ToolError(f"{title}: permission request was cancelled; nothing was run")
-    raise ToolError(f"{title} was not allowed by the user")
+        raise ToolError(f"{label}: permission request was cancelled; nothing was run")
+    raise ToolError(f"{label} was not allowed by the user")

@@ -1,11 +1,14 @@
 """run_shell_command: run a command through ``sh -c`` in the session cwd.
 
 The command runs in its own process group so a timeout or a cancelled turn
-can stop it together with everything it spawned. Output (stdout and stderr
-interleaved, as a terminal would show them) is read incrementally into a
-head+tail buffer, so a command printing gigabytes costs a fixed amount of
-memory. Unless the config pre-approves it, the command needs the client's
-permission first (asked by ``BuiltinTool.run``).
+can stop it together with everything it spawned; a group that outlives its
+command (background children) stays in ``processes`` for the host to stop
+when the turn ends. The command gets the agent's environment without the
+provider's credentials (``EnvironmentPolicy``), and those are masked in its
+output too. Output (stdout and stderr interleaved, as a terminal would show
+them) is read incrementally into a head+tail buffer, so a command printing
+gigabytes costs a fixed amount of memory. Unless the config pre-approves it,
+the command needs the client's permission first (asked by ``BuiltinTool.run``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import signal
 import subprocess
 import threading
 import time
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +32,16 @@ from toolprep.runtime.tools.acp_shapes import code_block, text_content
 from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
 from toolprep.runtime.tools.builtin import BuiltinTool, shorten, str_arg
 from toolprep.runtime.tools.capture import HeadTailBuffer
+from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.environment import EnvironmentPolicy
+from toolprep.runtime.tools.process_groups import ProcessGroups, group_exists
 
 _POLL_S = 0.05
 _DRAIN_S = 0.25
 _READ_SIZE = 64 * 1024
+# Control and format characters (escape sequences, carriage returns, bidi overrides,
+# zero-width characters) change what a title shows without being seen themselves.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 # Characters that can chain, redirect or substitute commands: a command using
 # any of them is never pre-approved by prefix, since "ls; rm -rf ~" starts with "ls".
 _SHELL_OPERATORS = frozenset(";&|<>`$()\n\r")
@@ -143,6 +153,37 @@ def _drain(selector: selectors.BaseSelector, fd: int, buffer: HeadTailBuffer) ->
         buffer.write(chunk)
 
 
+def command_title(command: str) -> str:
+    """The card and permission title: the whole command, exactly what will run.
+
+    A title cut after its first line or 80 characters lets a command hide
+    what it does (``ls`` followed by 200 spaces and ``; rm -rf ~``, or a
+    second line), so the user would approve something they were not shown.
+    A command of several lines says so up front and keeps one line per
+    line; invisible and control characters (a carriage return that makes a
+    terminal overwrite the line, a bidi override, an escape sequence) are
+    spelled out as escapes instead of taking effect.
+    """
+    lines = [_visible(line) for line in command.splitlines()] or [""]
+    if len(lines) == 1:
+        return f"Run {lines[0]}"
+    return f"Run (multi-line, {len(lines)} lines):\n" + "\n".join(lines)
+
+
+def _visible(line: str) -> str:
+    return "".join(
+        char
+        if char == "\t" or unicodedata.category(char) not in _HIDDEN_CATEGORIES
+        else _escape(char)
+        for char in line
+    )
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def _exit_note(returncode: int | None) -> str:
     if returncode is None:
         return "exit code unknown"
@@ -181,9 +222,22 @@ class RunShellCommandTool(BuiltinTool):
     }
     kind: ToolKind = "execute"
 
+    def __init__(
+        self,
+        config: ToolConfig | None = None,
+        *,
+        environment: EnvironmentPolicy | None = None,
+        processes: ProcessGroups | None = None,
+    ) -> None:
+        super().__init__(config)
+        self.environment = environment if environment is not None else EnvironmentPolicy()
+        self.processes = (
+            processes if processes is not None else ProcessGroups(self.config.kill_grace_s)
+        )
+
     def title(self, args: Mapping[str, Any]) -> str:
         command = str_arg(args, "command")
-        return f"Run {shorten(command, 80)}" if command else "Run command"
+        return command_title(command) if command else "Run command"
 
     def locations(self, args: Mapping[str, Any], cwd: Path) -> list[dict[str, Any]]:
         return []
@@ -219,17 +273,23 @@ class RunShellCommandTool(BuiltinTool):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=self.environment.environment(),
             )
         except OSError as exc:
             raise ToolError(
                 f"{self.name}: cannot start {shorten(command)!r}: {exc.strerror}"
             ) from None
+        # With start_new_session the shell leads a new group whose id is its pid.
+        self.processes.add(ctx.session_id, proc.pid)
         try:
             finished = _pump(proc, buffer, timeout_s, ctx.cancelled, self.config.kill_grace_s)
         except BaseException:
             _kill_group(proc, 0)
             raise
-        output = buffer.text()
+        finally:
+            if not group_exists(proc.pid):
+                self.processes.discard(ctx.session_id, proc.pid)
+        output = self.environment.mask(buffer.text())
         if finished.ending == "cancelled":
             raise ToolError(f"{self.name}: cancelled; {shorten(command)!r} was stopped")
         if finished.ending == "timeout":

@@ -1,0 +1,173 @@
+"""Background children of shell commands do not outlive their turn or the agent.
+
+Each command starts a background ``sleep`` and writes its pid to a file;
+after the turn ends (normally, cancelled, timed out) or the agent exits,
+that process must be gone. Driven over real stdio with the loopback provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from acp import text_block
+
+from tests.acp.conftest import RecordingClient, agent_command, running_agent
+from tests.runtime import scenarios as sc
+from tests.support.agent_process import AgentProcess
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.runtime_harness import check_cards, lifecycle
+
+KIND = "anthropic"
+DEADLINE_S = 20.0
+
+
+def _alive(pid: int) -> bool:
+    """True if ``pid`` runs and is not a zombie (containers may never reap orphans)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _gone_within(pid: int, seconds: float = DEADLINE_S) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _pid_from(path: Path, seconds: float = DEADLINE_S) -> int:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        text = path.read_text() if path.exists() else ""
+        if text.endswith("\n"):  # echo writes the whole line at once
+            return int(text)
+        time.sleep(0.02)
+    raise AssertionError(f"{path.name} was never written")
+
+
+def _shell(command: str, call_id: str = "call_sh", **extra: object) -> sc.Call:
+    return (call_id, "run_shell_command", {"command": command, **extra})
+
+
+@pytest.fixture
+def pids() -> Iterator[list[int]]:
+    """Pids a test started; any still alive at the end are killed so none leak."""
+    started: list[int] = []
+    yield started
+    for pid in started:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sleep 300 & echo $! > bg.pid",  # the child holds the output pipe
+        "sleep 300 > /dev/null 2>&1 & echo $! > bg.pid",  # the pipe closes at once
+    ],
+    ids=["holding-pipe", "detached"],
+)
+async def test_background_child_dies_when_the_turn_ends(
+    command: str, tmp_path: Path, pids: list[int]
+) -> None:
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.calls_turn(KIND, [_shell(command)])),
+            sc.ok(sc.calls_turn(KIND, [_shell("kill -0 $(cat bg.pid) && echo alive", "call_2")])),
+            sc.ok(sc.text_turn(KIND, "Started it.")),
+        )
+        client = RecordingClient()
+        command_line, env = agent_command(KIND, server, "--allow-shell")
+        async with running_agent(command_line, env, client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            pids.append(_pid_from(tmp_path / "bg.pid"))
+            assert reply.stop_reason == "end_turn"
+            # Gone while the agent still runs: the turn's end stopped it, not the exit.
+            assert _gone_within(pids[0])
+        # Within the turn the child kept running, so a later call could use it.
+        assert "alive" in str(server.requests[2].body)
+        check_cards(client.frames())
+
+
+async def test_cancel_kills_the_running_command_and_its_children(
+    tmp_path: Path, pids: list[int]
+) -> None:
+    command = "echo $$ > sh.pid; sleep 300 & echo $! > bg.pid; sleep 300"
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.calls_turn(KIND, [_shell(command)])))
+        client = RecordingClient()
+        async with running_agent(*agent_command(KIND, server, "--allow-shell"), client) as (
+            conn,
+            _,
+        ):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            prompt = asyncio.ensure_future(
+                conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            )
+            pids.extend(
+                await asyncio.to_thread(
+                    lambda: [_pid_from(tmp_path / n) for n in ("sh.pid", "bg.pid")]
+                )
+            )
+            await conn.cancel(session_id=session.session_id)
+            reply = await asyncio.wait_for(prompt, DEADLINE_S)
+            assert reply.stop_reason == "cancelled"
+            assert all(_gone_within(pid) for pid in pids)
+        assert lifecycle(client.frames()) == {"call_sh": ["preparing", "in_progress", "failed"]}
+        check_cards(client.frames())
+
+
+async def test_timeout_kills_the_command_and_its_children(tmp_path: Path, pids: list[int]) -> None:
+    command = "sleep 300 & echo $! > bg.pid; sleep 300"
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.calls_turn(KIND, [_shell(command, timeout_s=1)])),
+            sc.ok(sc.text_turn(KIND, "It timed out.")),
+        )
+        client = RecordingClient()
+        async with running_agent(*agent_command(KIND, server, "--allow-shell"), client) as (
+            conn,
+            _,
+        ):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            pids.append(_pid_from(tmp_path / "bg.pid"))
+            assert reply.stop_reason == "end_turn"
+            assert _gone_within(pids[0])
+        failed = next(f for f in client.frames() if f.get("status") == "failed")
+        assert "timed out after 1 s" in str(failed["content"])
+
+
+def test_agent_exit_kills_children_of_finished_and_running_commands(
+    tmp_path: Path, pids: list[int]
+) -> None:
+    """Stdin EOF mid-turn: the earlier call's background child and the running call die."""
+    first = _shell("sleep 300 > /dev/null 2>&1 & echo $! > first.pid", "call_first")
+    second = _shell("echo $$ > second.pid; sleep 300", "call_second")
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.calls_turn(KIND, [first, second])))
+        agent = AgentProcess(
+            *agent_command(KIND, server, "--allow-shell"), tmp_path, tmp_path / "stderr.log"
+        )
+        try:
+            session_id = agent.start_session(tmp_path)
+            prompt_id = agent.prompt(session_id)
+            pids.extend(_pid_from(tmp_path / n) for n in ("first.pid", "second.pid"))
+            agent.close_input()
+            assert agent.reply(prompt_id)["result"]["stopReason"] == "cancelled"
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+        assert all(_gone_within(pid) for pid in pids)
+        assert "Traceback" not in agent.stderr()

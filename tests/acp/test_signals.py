@@ -1,0 +1,190 @@
+"""SIGTERM / SIGINT end the agent the way stdin EOF does, over real stdio.
+
+Whatever the agent is doing (streaming a tool call, running a command,
+idle), a stop signal must leave the client with every prompt answered and
+every card terminal, stop tool processes, and exit 0 without a traceback; a
+second signal while shutdown is still busy forces the process out.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.acp.conftest import agent_command
+from tests.runtime import scenarios as sc
+from tests.support.agent_process import AgentProcess
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.runtime_harness import check_cards, is_preparing, lifecycle
+
+KIND = "anthropic"
+STOP_SIGNALS = [signal.SIGTERM, signal.SIGINT]
+DEADLINE_S = 30.0  # far above what a clean stop takes; only a hang comes near it
+
+
+def _alive(pid: int) -> bool:
+    """True if ``pid`` runs and is not a zombie (containers may never reap orphans)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _gone_within(pid: int, seconds: float = DEADLINE_S) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _pid_from(path: Path, seconds: float = DEADLINE_S) -> int:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        text = path.read_text() if path.exists() else ""
+        if text.endswith("\n"):
+            return int(text)
+        time.sleep(0.02)
+    raise AssertionError(f"{path.name} was never written")
+
+
+def _assert_clean_stderr(agent: AgentProcess) -> None:
+    log = agent.stderr()
+    assert "Traceback" not in log
+    assert "Fatal Python error" not in log
+
+
+@pytest.fixture
+def server() -> Iterator[FakeProviderServer]:
+    with FakeProviderServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def agents(tmp_path: Path) -> Iterator[list[AgentProcess]]:
+    started: list[AgentProcess] = []
+    yield started
+    for agent in started:
+        agent.kill()
+
+
+@pytest.fixture
+def pids() -> Iterator[list[int]]:
+    started: list[int] = []
+    yield started
+    for pid in started:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _start(
+    server: FakeProviderServer, tmp_path: Path, agents: list[AgentProcess], *extra: str
+) -> AgentProcess:
+    agent = AgentProcess(
+        *agent_command(KIND, server, "--allow-shell", *extra), tmp_path, tmp_path / "stderr.log"
+    )
+    agents.append(agent)
+    return agent
+
+
+def _frames_with_turn_end(agent: AgentProcess, prompt_id: int) -> list[dict[str, Any]]:
+    """The session updates, with the reply's place marked as ``check_cards`` expects."""
+    out: list[dict[str, Any]] = []
+    for message in agent.messages:
+        if message.get("method") == "session/update":
+            out.append(message["params"]["update"])
+        elif message.get("id") == prompt_id and "method" not in message:
+            out.append({"sessionUpdate": "__turn_result__"})
+    return out
+
+
+@pytest.mark.parametrize("signum", STOP_SIGNALS, ids=lambda s: s.name)
+def test_signal_mid_stream_discards_the_card_and_answers_the_prompt(
+    signum: signal.Signals,
+    server: FakeProviderServer,
+    tmp_path: Path,
+    agents: list[AgentProcess],
+) -> None:
+    server.enqueue(sc.prepared_then_stall(KIND, ("call_read", "read_file", {"path": "x"})))
+    agent = _start(server, tmp_path, agents)
+    session_id = agent.start_session(tmp_path)
+    prompt_id = agent.prompt(session_id)
+    agent.wait_for(lambda _: any(is_preparing(u) for u in agent.updates()))
+    agent.process.send_signal(signum)
+    assert agent.reply(prompt_id)["result"]["stopReason"] == "cancelled"
+    assert agent.wait_exit(DEADLINE_S) == 0
+    frames = _frames_with_turn_end(agent, prompt_id)
+    check_cards(frames)
+    assert lifecycle(frames) == {"call_read": ["preparing", "discarded"]}
+    _assert_clean_stderr(agent)
+
+
+@pytest.mark.parametrize("signum", STOP_SIGNALS, ids=lambda s: s.name)
+def test_signal_mid_tool_fails_the_card_and_stops_the_command(
+    signum: signal.Signals,
+    server: FakeProviderServer,
+    tmp_path: Path,
+    agents: list[AgentProcess],
+    pids: list[int],
+) -> None:
+    command = "echo $$ > sh.pid; sleep 300 & echo $! > bg.pid; sleep 30"
+    server.enqueue(
+        sc.ok(sc.calls_turn(KIND, [("call_sh", "run_shell_command", {"command": command})]))
+    )
+    agent = _start(server, tmp_path, agents)
+    session_id = agent.start_session(tmp_path)
+    prompt_id = agent.prompt(session_id)
+    pids.extend(_pid_from(tmp_path / name) for name in ("sh.pid", "bg.pid"))
+    agent.process.send_signal(signum)
+    assert agent.reply(prompt_id)["result"]["stopReason"] == "cancelled"
+    assert agent.wait_exit(DEADLINE_S) == 0
+    frames = _frames_with_turn_end(agent, prompt_id)
+    check_cards(frames)
+    assert lifecycle(frames) == {"call_sh": ["preparing", "in_progress", "failed"]}
+    assert all(_gone_within(pid) for pid in pids)
+    _assert_clean_stderr(agent)
+
+
+@pytest.mark.parametrize("signum", STOP_SIGNALS, ids=lambda s: s.name)
+def test_signal_when_idle_exits_cleanly(
+    signum: signal.Signals,
+    server: FakeProviderServer,
+    tmp_path: Path,
+    agents: list[AgentProcess],
+) -> None:
+    agent = _start(server, tmp_path, agents)
+    agent.start_session(tmp_path)
+    agent.process.send_signal(signum)
+    assert agent.wait_exit(DEADLINE_S) == 0
+    _assert_clean_stderr(agent)
+
+
+def test_second_signal_forces_exit_while_shutdown_waits(
+    server: FakeProviderServer, tmp_path: Path, agents: list[AgentProcess], pids: list[int]
+) -> None:
+    """A command that ignores SIGTERM holds shutdown for the kill grace; a second signal
+    during that wait leaves at once, with SIGKILL for the tool processes."""
+    command = "trap '' TERM; sleep 300 & echo $! > bg.pid; wait"
+    server.enqueue(
+        sc.ok(sc.calls_turn(KIND, [("call_sh", "run_shell_command", {"command": command})]))
+    )
+    agent = _start(server, tmp_path, agents)
+    session_id = agent.start_session(tmp_path)
+    prompt_id = agent.prompt(session_id)
+    pids.append(_pid_from(tmp_path / "bg.pid"))
+    agent.process.send_signal(signal.SIGTERM)
+    # The reply is written before shutdown starts waiting for the command to die.
+    assert agent.reply(prompt_id)["result"]["stopReason"] == "cancelled"
+    agent.process.send_signal(signal.SIGTERM)
+    assert agent.wait_exit(DEADLINE_S) == 128 + signal.SIGTERM
+    assert _gone_within(pids[0])
+    _assert_clean_stderr(agent)
+    assert "second stop signal" in agent.stderr()
