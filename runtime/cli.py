@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from toolprep.runtime.config import build_routes, resolve_settings
+from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 
 
 def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,6 +40,14 @@ def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=3,
         metavar="N",
         help="retries per model for failed streams (default 3)",
+    )
+    acp.add_argument(
+        "--max-sse-event-bytes",
+        type=int,
+        default=DEFAULT_MAX_EVENT_BYTES,
+        metavar="N",
+        help="largest accepted server-sent event from the provider; a bigger one fails "
+        "the request without retrying (default 8 MiB)",
     )
     acp.add_argument(
         "--replay",
@@ -95,6 +104,7 @@ def run_acp(args: argparse.Namespace) -> int:
             base_url=args.base_url,
             max_retries=args.max_retries,
             replay_file=args.replay,
+            max_sse_event_bytes=args.max_sse_event_bytes,
         )
         routes = build_routes(settings)
     except (ValueError, OSError) as exc:

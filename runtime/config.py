@@ -15,6 +15,7 @@ from typing import Literal
 
 from toolprep.actors.stream_reader import ModelRoute
 from toolprep.runtime.providers.base import Provider
+from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 
 ProviderName = Literal["anthropic", "openai", "replay"]
 
@@ -34,6 +35,7 @@ class ProviderSettings:
     max_retries: int = 3
     replay_file: Path | None = None
     replay_pace: float | None = None
+    max_sse_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -54,6 +56,7 @@ def resolve_settings(
     base_url: str | None = None,
     max_retries: int = 3,
     replay_file: str | None = None,
+    max_sse_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     env: Mapping[str, str] | None = None,
 ) -> ProviderSettings:
     name: ProviderName
@@ -65,6 +68,8 @@ def resolve_settings(
         raise ValueError(f"unknown provider {provider!r}: use anthropic, openai or replay")
     if max_retries < 0:
         raise ValueError("--max-retries must be >= 0")
+    if max_sse_event_bytes <= 0:
+        raise ValueError(f"--max-sse-event-bytes must be > 0, got {max_sse_event_bytes}")
     return ProviderSettings(
         provider=name,
         model=model or DEFAULT_MODELS[name],
@@ -72,6 +77,7 @@ def resolve_settings(
         base_url=base_url,
         max_retries=max_retries,
         replay_file=Path(replay_file) if replay_file else None,
+        max_sse_event_bytes=max_sse_event_bytes,
     )
 
 
@@ -86,7 +92,10 @@ def build_routes(settings: ProviderSettings) -> list[ModelRoute]:
         from toolprep.runtime.providers.factory import build_provider
 
         provider = build_provider(
-            settings.provider, base_url=settings.base_url, max_retries=settings.max_retries
+            settings.provider,
+            base_url=settings.base_url,
+            max_retries=settings.max_retries,
+            max_event_bytes=settings.max_sse_event_bytes,
         )
     models = (settings.model, *settings.fallback_models)
     return [ModelRoute(provider, model) for model in models]
