@@ -43,6 +43,7 @@ from toolprep.messages.turns import (
     EndAttempt,
     EndReason,
     ExecuteCalls,
+    Frames,
     ModelFallback,
     OpenStream,
     Retry,
@@ -233,8 +234,10 @@ class SessionSupervisor(RoleActor):
         policy = self.config.retry
         me = self.actor_ref
         if error.retryable and session.retries < policy.max_retries:
-            delay = policy.delay(session.retries + 1, error.retry_after)
-            me.tell(Retry(session.session_id, session.attempt, delay, error.message))
+            wait = policy.wait(session.retries + 1, error.retry_after)
+            notice = Frames(session.session_id, (wait.notice(error.message),))
+            self.directory.tell(EMITTER, notice)  # the user sees why the turn pauses
+            me.tell(Retry(session.session_id, session.attempt, wait.seconds, error.message))
         elif session.route + 1 < len(self.routes):
             model = self.routes[session.route + 1].model
             me.tell(ModelFallback(session.session_id, session.attempt, model, error.message))

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from toolprep.runtime.config import build_routes, resolve_settings
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
+from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 
 
 def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +41,14 @@ def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=3,
         metavar="N",
         help="retries per model for failed streams (default 3)",
+    )
+    acp.add_argument(
+        "--max-retry-wait",
+        type=float,
+        default=DEFAULT_MAX_RETRY_WAIT,
+        metavar="SECONDS",
+        help="longest wait before a retry; a provider's retry-after beyond it is capped "
+        f"(default {DEFAULT_MAX_RETRY_WAIT:g})",
     )
     acp.add_argument(
         "--max-sse-event-bytes",
@@ -105,6 +114,7 @@ def run_acp(args: argparse.Namespace) -> int:
             max_retries=args.max_retries,
             replay_file=args.replay,
             max_sse_event_bytes=args.max_sse_event_bytes,
+            max_retry_wait=args.max_retry_wait,
         )
         routes = build_routes(settings)
     except (ValueError, OSError) as exc:
@@ -115,7 +125,11 @@ def run_acp(args: argparse.Namespace) -> int:
     sys.stdout = sys.stderr
     registry = default_registry(ToolConfig(allow_shell=args.allow_shell))
     runtime = Runtime(
-        routes, registry, RuntimeConfig(retry=RetryPolicy(max_retries=settings.max_retries))
+        routes,
+        registry,
+        RuntimeConfig(
+            retry=RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
+        ),
     )
     connection = JsonRpcConnection(
         sys.stdin.buffer, protocol_out, max_line_bytes=args.max_line_bytes
