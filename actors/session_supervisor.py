@@ -54,6 +54,7 @@ from toolprep.messages.turns import (
     StreamFailed,
     SwitchModel,
     TurnResult,
+    WriteFrames,
 )
 from toolprep.runtime.providers.base import ModelRequest, StreamError, ToolDeclaration
 from toolprep.runtime.retry import RetryPolicy
@@ -245,8 +246,10 @@ class SessionSupervisor(RoleActor):
         policy = self.config.retry
         me = self.actor_ref
         if error.retryable and session.retries < policy.max_retries:
-            delay = policy.delay(session.retries + 1, error.retry_after)
-            me.tell(RetryAttempt(session.session_id, session.attempt, delay, error.message))
+            wait = policy.wait(session.retries + 1, error.retry_after)
+            notice = WriteFrames(session.session_id, (wait.notice(error.message),))
+            self.directory.tell(EMITTER, notice)  # the user sees why the turn pauses
+            me.tell(RetryAttempt(session.session_id, session.attempt, wait.seconds, error.message))
         elif session.route + 1 < len(self.routes):
             model = self.routes[session.route + 1].model
             me.tell(SwitchModel(session.session_id, session.attempt, model, error.message))

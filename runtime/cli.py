@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 
 from toolprep.runtime.config import build_routes, resolve_settings, scrubbed_variable_names
+from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
+from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.stop_signals import StopSignals
 
 
@@ -43,6 +45,22 @@ def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=3,
         metavar="N",
         help="retries per model for failed streams (default 3)",
+    )
+    acp.add_argument(
+        "--max-retry-wait",
+        type=float,
+        default=DEFAULT_MAX_RETRY_WAIT,
+        metavar="SECONDS",
+        help="longest wait before a retry; a provider's retry-after beyond it is capped "
+        f"(default {DEFAULT_MAX_RETRY_WAIT:g})",
+    )
+    acp.add_argument(
+        "--max-sse-event-bytes",
+        type=int,
+        default=DEFAULT_MAX_EVENT_BYTES,
+        metavar="N",
+        help="largest accepted server-sent event from the provider; a bigger one fails "
+        "the request without retrying (default 8 MiB)",
     )
     acp.add_argument(
         "--replay",
@@ -126,6 +144,8 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
             base_url=args.base_url,
             max_retries=args.max_retries,
             replay_file=args.replay,
+            max_sse_event_bytes=args.max_sse_event_bytes,
+            max_retry_wait=args.max_retry_wait,
         )
         routes = build_routes(settings)
         scrubbed = scrubbed_variable_names(args.scrub_env)
@@ -140,7 +160,11 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
     environment = EnvironmentPolicy.for_agent(configured_key=settings.api_key, names=scrubbed)
     registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
     runtime = Runtime(
-        routes, registry, RuntimeConfig(retry=RetryPolicy(max_retries=settings.max_retries))
+        routes,
+        registry,
+        RuntimeConfig(
+            retry=RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
+        ),
     )
     stop.on_force = runtime.kill_tool_processes_now
     # Unbuffered: the reader thread may still be blocked reading when the process exits,

@@ -18,6 +18,8 @@ from typing import Literal
 
 from toolprep.actors.stream_reader import ModelRoute
 from toolprep.runtime.providers.base import Provider
+from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
+from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.tools.environment import parse_variable_names
 
 ProviderName = Literal["anthropic", "openai", "replay"]
@@ -44,6 +46,8 @@ class ProviderSettings:
     max_retries: int = 3
     replay_file: Path | None = None
     replay_pace: float | None = None
+    max_sse_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT
     extra: dict[str, str] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
 
@@ -65,6 +69,8 @@ def resolve_settings(
     base_url: str | None = None,
     max_retries: int = 3,
     replay_file: str | None = None,
+    max_sse_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
     env: Mapping[str, str] | None = None,
 ) -> ProviderSettings:
     name: ProviderName
@@ -76,6 +82,10 @@ def resolve_settings(
         raise ValueError(f"unknown provider {provider!r}: use anthropic, openai or replay")
     if max_retries < 0:
         raise ValueError("--max-retries must be >= 0")
+    if max_sse_event_bytes <= 0:
+        raise ValueError(f"--max-sse-event-bytes must be > 0, got {max_sse_event_bytes}")
+    if not max_retry_wait >= 0:  # also rejects NaN
+        raise ValueError(f"--max-retry-wait must be >= 0 seconds, got {max_retry_wait}")
     env = os.environ if env is None else env
     key_variable = KEY_VARIABLES.get(name)
     return ProviderSettings(
@@ -86,6 +96,8 @@ def resolve_settings(
         max_retries=max_retries,
         replay_file=Path(replay_file) if replay_file else None,
         api_key=(env.get(key_variable) or None) if key_variable else None,
+        max_sse_event_bytes=max_sse_event_bytes,
+        max_retry_wait=max_retry_wait,
     )
 
 
@@ -116,11 +128,15 @@ def build_routes(settings: ProviderSettings) -> list[ModelRoute]:
     else:
         from toolprep.runtime.providers.factory import build_provider
 
+        # The SDKs' own retries stay off: they wait out a retry-after silently (Anthropic's
+        # for any length, OpenAI's up to two minutes). Every retry goes through the
+        # supervisor's policy instead, which caps the wait and tells the user about it.
         provider = build_provider(
             settings.provider,
             base_url=settings.base_url,
             api_key=settings.api_key,
-            max_retries=settings.max_retries,
+            max_retries=0,
+            max_event_bytes=settings.max_sse_event_bytes,
         )
     models = (settings.model, *settings.fallback_models)
     return [ModelRoute(provider, model) for model in models]

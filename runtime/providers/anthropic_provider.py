@@ -33,6 +33,7 @@ from toolprep.runtime.providers.anthropic_adapter import (
 )
 from toolprep.runtime.providers.base import ModelRequest, StreamError
 from toolprep.runtime.providers.history import MISSING_RESULT, tool_result_text
+from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
 
 __all__ = ["AnthropicProvider", "build_messages_params"]
@@ -145,9 +146,16 @@ def build_messages_params(request: ModelRequest) -> dict[str, Any]:
 class AnthropicProvider:
     """``Provider`` over ``anthropic.AsyncAnthropic``; one adapter per stream."""
 
-    def __init__(self, client: anthropic.AsyncAnthropic, *, name: str = "anthropic") -> None:
+    def __init__(
+        self,
+        client: anthropic.AsyncAnthropic,
+        *,
+        name: str = "anthropic",
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
         self.client = client
         self.name = name
+        self.max_event_bytes = max_event_bytes
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -159,7 +167,9 @@ class AnthropicProvider:
             async with self.client.messages.with_streaming_response.create(
                 **params, stream=True
             ) as response:
-                async for chunk in pump_sse(response.http_response, adapter):
+                async for chunk in pump_sse(
+                    response.http_response, adapter, max_event_bytes=self.max_event_bytes
+                ):
                     yield chunk
         except StreamError:
             raise

@@ -9,6 +9,11 @@ messages. Kinds used by the provider layer:
 - ``protocol``   events out of order (e.g. a second ``message_start``);
 - ``truncated``  the stream ended without its terminal marker;
 - ``transport``  connection refused / cut mid-stream / read timeout;
+- ``event_too_large``  one SSE event outgrew the configured cap (final: the
+  same server would send the same event again);
+- ``not_event_stream``  a success status whose body is not SSE at all, such
+  as an HTML page from a proxy or plain JSON from a server that ignored
+  ``stream`` (final: a new attempt gets the same page);
 - provider-reported errors by cause: ``overloaded``, ``rate_limit``,
   ``server``, ``timeout``, ``invalid_request``, ``auth``, ``permission``,
   ``not_found``, ``request_too_large``, ``billing``, ``http`` (any other
@@ -25,7 +30,10 @@ from toolprep.runtime.providers.base import StreamError
 
 __all__ = [
     "anthropic_error_kind",
+    "event_too_large",
+    "format_bytes",
     "malformed",
+    "not_event_stream",
     "parse_retry_after",
     "status_error",
     "status_kind",
@@ -63,6 +71,48 @@ _ANTHROPIC_TYPES: dict[str, tuple[str, bool]] = {
 def malformed(message: str) -> StreamError:
     """A broken attempt: retrying may well produce a clean stream."""
     return StreamError(message, retryable=True, kind="malformed")
+
+
+def format_bytes(size: int) -> str:
+    """``8 MiB``, ``512 KiB`` or ``1000 bytes``: the unit a person would have configured."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    if size >= 1 << 20:
+        return f"{size / (1 << 20):.1f} MiB"
+    return f"{size} bytes"
+
+
+def event_too_large(limit: int) -> StreamError:
+    """Final, not retryable: the same server would stream the same oversized event again."""
+    return StreamError(
+        f"SSE event exceeded the {format_bytes(limit)} limit without ending; the stream was "
+        "abandoned (raise --max-sse-event-bytes if this server really sends events that large)",
+        retryable=False,
+        kind="event_too_large",
+    )
+
+
+_PREVIEW_CHARS = 200
+
+
+def _printable(text: str) -> str:
+    """Control characters and runs of whitespace as single spaces, so a preview is one line."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
+def not_event_stream(content_type: str | None, head: bytes) -> StreamError:
+    """A 2xx answer that is not an event stream: say what came instead, briefly and safely."""
+    shown_type = _printable(content_type)[:100] if content_type else "none"
+    preview = _printable(head.decode("utf-8", "replace"))
+    if len(preview) > _PREVIEW_CHARS:
+        preview = preview[:_PREVIEW_CHARS] + "..."
+    return StreamError(
+        f"expected a server-sent event stream but received content-type '{shown_type}': "
+        f"'{preview}'",
+        retryable=False,
+        kind="not_event_stream",
+    )
 
 
 def status_kind(status: int) -> str:

@@ -19,6 +19,7 @@ import openai
 from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
 from toolprep.runtime.providers.base import Provider
 from toolprep.runtime.providers.openai_provider import OpenAIProvider
+from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 
 __all__ = ["DEFAULT_TIMEOUT", "build_provider"]
 
@@ -34,12 +35,14 @@ def build_provider(
     max_retries: int = 2,
     timeout: float | httpx2.Timeout = DEFAULT_TIMEOUT,
     http_client: httpx2.AsyncClient | None = None,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
 ) -> Provider:
     """An ``AnthropicProvider`` or ``OpenAIProvider`` on a fresh async SDK client.
 
     Keys default to the SDKs' environment variables. An OpenAI-compatible
     server given by ``base_url`` may need no key at all, so one is only
-    required for the default OpenAI endpoint.
+    required for the default OpenAI endpoint. ``max_event_bytes`` caps one
+    SSE event of a response (see ``SseDecoder``).
     """
     if name == "anthropic":
         anthropic_client = anthropic.AsyncAnthropic(
@@ -49,7 +52,7 @@ def build_provider(
             timeout=timeout,
             http_client=http_client,
         )
-        return AnthropicProvider(anthropic_client)
+        return AnthropicProvider(anthropic_client, max_event_bytes=max_event_bytes)
     if name == "openai":
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if not key:
@@ -66,5 +69,5 @@ def build_provider(
             timeout=timeout,
             http_client=http_client,
         )
-        return OpenAIProvider(openai_client)
+        return OpenAIProvider(openai_client, max_event_bytes=max_event_bytes)
     raise ValueError(f"unknown provider {name!r}: use anthropic or openai")

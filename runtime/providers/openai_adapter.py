@@ -11,13 +11,23 @@ The parser keys calls by tool index within choice 0 (we never request
 is built to survive what OpenAI-compatible servers actually send:
 
 Matching a ``tool_calls`` item to a call
-  1. a non-empty ``id`` seen before in this stream -> that call (servers
-     that repeat the identity on every fragment; a replayed opener);
-  2. else an ``index`` with an open call -> that call, unless the item
+  1. a non-empty ``id`` seen before in this stream, at the same ``index``
+     or with none -> that call (servers that repeat the identity on every
+     fragment; a replayed opener);
+  2. a known ``id`` at a *different* index -> the call at that index that
+     came with the same id, else a new, distinct call: some servers give
+     every parallel call one id. Merging them would run one call under
+     the concatenation of both names; rejecting the response would fail
+     every parallel turn on such a server. So the second call keeps its
+     own name and arguments under a derived id, ``<id>_2`` (``_3``, ...;
+     never an id already used in the response), and that id is what the
+     card, the tool result and the history sent back to the model carry,
+     which keeps the conversation consistent;
+  3. else an ``index`` with an open call -> that call, unless the item
      carries a different non-empty id: then it is a new call reusing the
      index (parallel calls sent one after another, or two entries with one
      index in one chunk);
-  3. else, with no ``index``: a new id starts a new call at the next free
+  4. else, with no ``index``: a new id starts a new call at the next free
      index; an item with neither continues the most recent call.
 
 Names (``""`` and missing fragments are ignored)
@@ -30,8 +40,8 @@ Names (``""`` and missing fragments are ignored)
 
 Preparations
   A call is announced once, the first time it has both a non-empty id and
-  name, on the chunk produced for that SSE event. Every item carrying a
-  known id lands on that one call, so an id is never announced twice. When
+  name, on the chunk produced for that SSE event. Every call gets an id of
+  its own (rule 2), so an id is never announced twice. When
   the request declared its tool names the announcement waits until the name
   is certainly complete: it is a declared name that no other declared name
   extends, or argument text has started (names always precede arguments),
@@ -124,6 +134,7 @@ class _Call:
         "index",
         "name",
         "prepared",
+        "provider_id",
         "seq",
         "signature",
     )
@@ -131,6 +142,8 @@ class _Call:
     def __init__(self, seq: int, index: int) -> None:
         self.seq = seq
         self.index = index
+        self.provider_id: str | None = None
+        """The id as the server sent it; ``call_id`` is unique in the response."""
         self.call_id: str | None = None
         self.name = ""
         self.fragments: list[str] = []
@@ -173,6 +186,7 @@ class OpenAIStreamAdapter:
         "_extended",
         "_finished",
         "_generated",
+        "_issued_ids",
         "_known",
         "_last",
         "_model",
@@ -190,7 +204,8 @@ class OpenAIStreamAdapter:
         )
         self._calls: list[_Call] = []
         self._by_index: dict[Any, _Call] = {}
-        self._by_id: dict[str, _Call] = {}
+        self._by_id: dict[str, _Call] = {}  # provider id -> the first call that used it
+        self._issued_ids: set[str] = set()
         self._last: _Call | None = None
         self._usage: Usage | None = None
         self._response_id: str | None = None
@@ -363,9 +378,10 @@ class OpenAIStreamAdapter:
             if type(call_id) is not str or not call_id:
                 call_id = None
             call = self._match(index if type(index) is int else None, call_id)
-            if call_id is not None and call.call_id is None:
-                call.call_id = call_id
-                self._by_id[call_id] = call
+            if call_id is not None and call.provider_id is None:
+                call.provider_id = call_id
+                call.call_id = self._issue_id(call_id)
+                self._by_id.setdefault(call_id, call)
             function = item.get("function")
             if type(function) is dict:
                 name = function.get("name")
@@ -390,11 +406,21 @@ class OpenAIStreamAdapter:
         if call_id is not None:
             known = self._by_id.get(call_id)
             if known is not None:
-                self._last = known
-                return known
+                last = self._last
+                if index is None and last is not None and last.provider_id == call_id:
+                    return last
+                if index is None or index == known.index:
+                    self._last = known
+                    return known
+                # The id is taken by a call at another index: this is a distinct call.
+                call = self._by_index.get(index)
+                if call is None or call.provider_id not in (None, call_id):
+                    call = self._new(index)
+                self._last = call
+                return call
         if index is not None:
             call = self._by_index.get(index)
-            if call is None or (call_id is not None and call.call_id is not None):
+            if call is None or (call_id is not None and call.provider_id is not None):
                 # (an open call with a different id here is a new call reusing the index)
                 call = self._new(index)
             self._last = call
@@ -409,6 +435,16 @@ class OpenAIStreamAdapter:
         self._by_index[index] = call
         self._last = call
         return call
+
+    def _issue_id(self, provider_id: str) -> str:
+        """``provider_id`` itself, or ``<id>_2``, ``_3``... when a call of this response has it."""
+        issued = provider_id
+        n = 2
+        while issued in self._issued_ids:
+            issued = f"{provider_id}_{n}"
+            n += 1
+        self._issued_ids.add(issued)
+        return issued
 
     def _merge_name(self, call: _Call, fragment: str) -> None:
         name = call.name
@@ -469,7 +505,7 @@ class OpenAIStreamAdapter:
             call_id = call.call_id
             if call_id is None:
                 self._generated += 1
-                call_id = f"call_gen_{self._generated}"
+                call_id = self._issue_id(f"call_gen_{self._generated}")
             if call.args_obj is not None and not call.fragments:
                 args = dict(call.args_obj)
             else:

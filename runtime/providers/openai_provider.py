@@ -36,6 +36,7 @@ from toolprep.messages.content import (
 from toolprep.runtime.providers.base import ModelRequest, StreamError
 from toolprep.runtime.providers.history import MISSING_RESULT, tool_result_text
 from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
+from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
 
 __all__ = ["MaxTokensField", "OpenAIProvider", "build_chat_params"]
@@ -150,9 +151,11 @@ class OpenAIProvider:
         *,
         name: str = "openai",
         max_tokens_field: MaxTokensField | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         self.client = client
         self.name = name
+        self.max_event_bytes = max_event_bytes
         self.max_tokens_field: MaxTokensField = max_tokens_field or default_max_tokens_field(
             client.base_url
         )
@@ -167,7 +170,9 @@ class OpenAIProvider:
             async with self.client.chat.completions.with_streaming_response.create(
                 **params, stream=True
             ) as response:
-                async for chunk in pump_sse(response.http_response, adapter):
+                async for chunk in pump_sse(
+                    response.http_response, adapter, max_event_bytes=self.max_event_bytes
+                ):
                     yield chunk
         except StreamError:
             raise

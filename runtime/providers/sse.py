@@ -18,16 +18,30 @@ Unlike the browser algorithm, ``end()`` also dispatches a final event that
 was not followed by a blank line: several real servers close the stream
 right after the last ``data:`` line, and dropping that event would lose the
 terminal marker.
+
+Decoding is linear in the body size whatever the read boundaries: each
+``feed`` scans only the bytes it was given, and an unfinished line waits in
+a growing ``bytearray`` that is joined once, when its line ending arrives.
+(Re-scanning "unfinished line + new chunk" on every read made one long
+line cost quadratic time: 80 MiB took about a minute of CPU.) The event
+being assembled is capped at ``max_event_bytes``, because a server that
+never ends an event would otherwise hold the whole stream in memory.
 """
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
-__all__ = ["SseDecoder", "SseEvent", "decode_sse"]
+from toolprep.runtime.providers.errors import event_too_large
+
+__all__ = ["DEFAULT_MAX_EVENT_BYTES", "SseDecoder", "SseEvent", "decode_sse"]
 
 SseEvent: TypeAlias = tuple[str | None, str]
 """``(event name or None, data)`` for one dispatched event."""
+
+DEFAULT_MAX_EVENT_BYTES: Final = 8 * 1024 * 1024
+"""Far above any real model event (a whole tool argument is one JSON line),
+far below what would hurt the process."""
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -36,17 +50,44 @@ class SseDecoder:
     """Feed body chunks with ``feed``; call ``end`` once at EOF.
 
     Holds only an unfinished line and the event being assembled between
-    calls, so memory stays bounded by the largest single event.
+    calls. Their size, counted as the event's ``data`` lines so far (one
+    byte each for the line ending) plus the line being read, may not exceed
+    ``max_event_bytes``; ``feed`` raises a final ``StreamError`` of kind
+    ``event_too_large`` as soon as it would, before holding more.
+    ``scanned_bytes`` counts the bytes searched for line endings; it equals
+    the bytes fed, which is what keeps decoding linear.
     """
 
-    __slots__ = ("_data", "_event", "_partial", "_skip_lf", "_started")
+    __slots__ = (
+        "_data",
+        "_event",
+        "_event_bytes",
+        "_limit",
+        "_partial",
+        "_scanned",
+        "_skip_lf",
+        "_started",
+    )
 
-    def __init__(self) -> None:
-        self._partial = b""
+    def __init__(self, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        if max_event_bytes <= 0:
+            raise ValueError(f"max_event_bytes must be positive, got {max_event_bytes}")
+        self._limit = max_event_bytes
+        self._partial = bytearray()
         self._data: list[bytes] = []
+        self._event_bytes = 0
         self._event: str | None = None
         self._skip_lf = False
         self._started = False
+        self._scanned = 0
+
+    @property
+    def max_event_bytes(self) -> int:
+        return self._limit
+
+    @property
+    def scanned_bytes(self) -> int:
+        return self._scanned
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """Decode one chunk of the body; returns the events it completed."""
@@ -56,8 +97,8 @@ class SseDecoder:
             if len(self._partial) + len(chunk) < 3 and _BOM.startswith(self._partial + chunk):
                 self._partial += chunk
                 return []
-            chunk = self._partial + chunk
-            self._partial = b""
+            chunk = bytes(self._partial) + chunk  # at most two bytes held back
+            self._partial.clear()
             self._started = True
             if chunk.startswith(_BOM):
                 chunk = chunk[3:]
@@ -67,33 +108,44 @@ class SseDecoder:
                 chunk = chunk[1:]
                 if not chunk:
                     return []
-        buf = self._partial + chunk if self._partial else chunk
-        lines = buf.splitlines()
-        last = buf[-1]
-        if last == 0x0A:  # "\n"
-            self._partial = b""
-        elif last == 0x0D:  # "\r": a following "\n" belongs to this line ending
-            self._partial = b""
+        self._scanned += len(chunk)
+        lines = chunk.splitlines()
+        tail: bytes | None = None
+        last = chunk[-1]
+        if last == 0x0D:  # "\r": a following "\n" belongs to this line ending
             self._skip_lf = True
-        else:
-            self._partial = lines.pop()
+        elif last != 0x0A:  # "\n"
+            tail = lines.pop()
         out: list[SseEvent] = []
-        for line in lines:
-            self._line(line, out)
+        if lines:
+            if self._partial:  # the first line ending in this chunk finishes the held line
+                lines[0] = bytes(self._partial) + lines[0]
+                self._partial.clear()
+            for line in lines:
+                self._line(line, out)
+        if tail is not None:
+            self._hold(tail)
         return out
 
     def end(self) -> list[SseEvent]:
         """Flush at EOF: the unfinished last line, then a pending event without its blank line."""
         out: list[SseEvent] = []
-        if not self._started and self._partial:
+        line = bytes(self._partial)
+        self._partial.clear()
+        if not self._started:
             self._started = True
-            if self._partial.startswith(_BOM):
-                self._partial = self._partial[3:]
-        if self._partial:
-            line, self._partial = self._partial, b""
+            if line.startswith(_BOM):
+                line = line[3:]
+        if line:
             self._line(line, out)
         self._line(b"", out)
         return out
+
+    def _hold(self, piece: bytes) -> None:
+        """Keep the unfinished tail of a chunk for the next ``feed``, within the event cap."""
+        if self._event_bytes + len(self._partial) + len(piece) > self._limit:
+            raise event_too_large(self._limit)
+        self._partial += piece
 
     def _line(self, line: bytes, out: list[SseEvent]) -> None:
         if not line:
@@ -101,8 +153,11 @@ class SseDecoder:
                 data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
                 out.append((self._event, data.decode("utf-8", "replace")))
                 self._data = []
+                self._event_bytes = 0
             self._event = None
             return
+        if self._event_bytes + len(line) > self._limit:
+            raise event_too_large(self._limit)
         if line[0] == 0x3A:  # ":" comment
             return
         colon = line.find(b":")
@@ -113,12 +168,15 @@ class SseDecoder:
             value = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
         if field == b"data":
             self._data.append(value)
+            self._event_bytes += len(line) + 1
         elif field == b"event":
             self._event = value.decode("utf-8", "replace") or None
 
 
-def decode_sse(body: bytes | str) -> list[SseEvent]:
+def decode_sse(
+    body: bytes | str, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+) -> list[SseEvent]:
     """Decode a whole SSE body at once (tests, benchmarks, replay scripts)."""
-    decoder = SseDecoder()
+    decoder = SseDecoder(max_event_bytes=max_event_bytes)
     raw = body.encode("utf-8") if isinstance(body, str) else body
     return decoder.feed(raw) + decoder.end()

@@ -14,7 +14,16 @@ provider- or SDK-specific exception:
 - connection refused, timeouts, a connection cut mid-body -> retryable
   ``transport``;
 - the body ends cleanly but without the terminal marker -> retryable
-  ``truncated`` (raised by the adapter's ``end``).
+  ``truncated`` (raised by the adapter's ``end``);
+- a success status whose body is not an event stream (a proxy's HTML page,
+  plain JSON from a server that ignored ``stream``) -> final
+  ``not_event_stream``, naming the content type and the start of the body;
+- one event larger than ``max_event_bytes`` -> final ``event_too_large``
+  (raised by the decoder).
+
+A body is taken as an event stream when its content type says so, or, for
+servers that label SSE loosely (``text/plain``, no type at all), when its
+first line is an SSE field or comment.
 """
 
 from __future__ import annotations
@@ -26,8 +35,8 @@ import httpx2
 
 from toolprep.messages.content import GenerateContentResponse
 from toolprep.runtime.providers.base import StreamError
-from toolprep.runtime.providers.errors import status_error
-from toolprep.runtime.providers.sse import SseDecoder
+from toolprep.runtime.providers.errors import not_event_stream, status_error
+from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES, SseDecoder
 
 __all__ = ["StreamAdapter", "pump_sse", "sdk_status_error", "transport_error"]
 
@@ -41,13 +50,25 @@ class StreamAdapter(Protocol):
 
 
 async def pump_sse(
-    response: httpx2.Response, adapter: StreamAdapter
+    response: httpx2.Response,
+    adapter: StreamAdapter,
+    *,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
 ) -> AsyncIterator[GenerateContentResponse]:
     """Yield the adapter's chunks for one streamed HTTP response, in order."""
-    decoder = SseDecoder()
+    decoder = SseDecoder(max_event_bytes=max_event_bytes)
     decode = decoder.feed
     feed = adapter.feed
-    async for raw in response.aiter_bytes():
+    reads = response.aiter_bytes()
+    content_type = response.headers.get("content-type")
+    if not _declares_event_stream(content_type):
+        head = await _read_head(reads)
+        if not _starts_like_sse(head):
+            raise not_event_stream(content_type, head)
+        for event, data in decode(head):
+            for chunk in feed(event, data):
+                yield chunk
+    async for raw in reads:
         for event, data in decode(raw):
             for chunk in feed(event, data):
                 yield chunk
@@ -56,6 +77,31 @@ async def pump_sse(
             yield chunk
     for chunk in adapter.end():
         yield chunk
+
+
+_HEAD_BYTES = 512
+_SSE_LINE_STARTS = (b"data:", b"event:", b"id:", b"retry:", b":")
+
+
+def _declares_event_stream(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+async def _read_head(reads: AsyncIterator[bytes]) -> bytes:
+    """The first bytes of the body (up to EOF); the rest stays in ``reads``."""
+    head = bytearray()
+    async for raw in reads:
+        head += raw
+        if len(head) >= _HEAD_BYTES:
+            break
+    return bytes(head)
+
+
+def _starts_like_sse(head: bytes) -> bool:
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip(b"\r\n")
+    return text.startswith(_SSE_LINE_STARTS)
 
 
 def _body_message(body: Any, fallback: str) -> tuple[str, str | None]:

@@ -33,15 +33,15 @@ class HugeBufferClient(RecordingClient):
 
     async def read_text_file(
         self,
-        path: str,
         session_id: str,
+        path: str,
         line: int | None = None,
         limit: int | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> ReadTextFileResponse:
         if path.endswith("huge.txt"):
             return ReadTextFileResponse(content="h" * HUGE_BYTES)
-        return await super().read_text_file(path, session_id, line, limit, **kwargs)
+        return await super().read_text_file(session_id, path, line, limit, **kwargs)
 
 
 def _failure_text(frames: list[dict[str, Any]], call_id: str) -> str:

@@ -337,16 +337,22 @@ def test_call_that_never_gets_an_id_is_not_prepared_and_gets_a_generated_id() ->
     assert flat(out) == ["call call_gen_1 glob {}", "finish STOP"]
 
 
-def test_same_id_at_another_index_is_the_same_call() -> None:
+def test_same_id_at_another_index_is_a_distinct_call() -> None:
     out = feed_all(
         OpenAIStreamAdapter(),
         [
-            chunk(calls(item(0, "call_x", "glob", '{"pattern":'))),
-            chunk(calls(item(3, "call_x", "glob", ' "q"}'))),
+            chunk(calls(item(0, "call_x", "glob", '{"pattern": "p"}'))),
+            chunk(calls(item(3, "call_x", "glob", '{"pattern": "q"}'))),
             chunk(finish="tool_calls"),
         ],
     )
-    assert flat(out) == ["prep call_x glob", 'call call_x glob {"pattern": "q"}', "finish STOP"]
+    assert flat(out) == [
+        "prep call_x glob",
+        "prep call_x_2 glob",
+        'call call_x glob {"pattern": "p"}',
+        'call call_x_2 glob {"pattern": "q"}',
+        "finish STOP",
+    ]
 
 
 def test_stop_instead_of_tool_calls_still_emits_the_calls() -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "anthropic_sse",
     "openai_sse",
     "split_sse_events",
+    "unterminated_line",
 ]
 
 
@@ -570,3 +571,16 @@ def openai_sse(
     if done:
         out.append(_sse_event(None, "[DONE]"))
     return "".join(out)
+
+
+def unterminated_line(
+    size: int, *, head: bytes = b"data: ", fill: bytes = b"x", piece: int = 64 * 1024
+) -> list[bytes]:
+    """``head`` then filler to ``size`` bytes, never ending the line, as ``piece``-byte events.
+
+    Served as ``ScriptedResponse(events=...)`` each piece is one HTTP chunk,
+    so the client reads one huge SSE line incrementally, as from a server
+    that never finishes an event.
+    """
+    body = head + fill * (size - len(head))
+    return [body[i : i + piece] for i in range(0, len(body), piece)]
