@@ -225,16 +225,16 @@ class ToolExecutor(RoleActor):
             return
         if batch.calls[batch.index].call_id != msg.call_id:
             return
-        if msg.timed_out:
+        future = msg.outcome
+        if msg.timed_out or future is None:
             if batch.context is not None:
                 batch.context.cancelled.set()
             self._finish_call(
                 msg.session_id, batch, ok=False, error=f"Timed out after {self.timeout:g}s"
             )
             return
-        future: Future[ToolOutput] = msg.outcome
         try:
-            output = future.result()
+            output: ToolOutput = future.result()
         except ToolError as exc:
             self._finish_call(msg.session_id, batch, ok=False, error=str(exc))
             return

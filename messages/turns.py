@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from toolprep.messages.content import (
     Content,
@@ -19,9 +19,7 @@ from toolprep.messages.content import (
     Part,
     Usage,
 )
-
-if TYPE_CHECKING:
-    from toolprep.runtime.providers.base import ModelRequest, StreamError
+from toolprep.messages.requests import ModelRequest, StreamError
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 EndReason = Literal[
@@ -241,7 +239,7 @@ class WorkerReturned:
     session_id: str
     attempt: int
     call_id: str
-    outcome: Any
+    outcome: Future[Any] | None  # None when the call timed out
     timed_out: bool = False
 
 

@@ -116,6 +116,9 @@ class AgentProcess:
         if self.process.stdin is not None:
             with contextlib.suppress(OSError):
                 self.process.stdin.close()
+        self._reader.join(10)  # stdout reached EOF with the exit: the reader is done with it
+        if self.process.stdout is not None and not self._reader.is_alive():
+            self.process.stdout.close()
         self._stderr.close()
 
 
