@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,38 +20,11 @@ from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer
+from tests.support.processes import alive, gone_within, pid_from
 from tests.support.runtime_harness import check_cards, lifecycle
 
 KIND = "anthropic"
 DEADLINE_S = 20.0
-
-
-def _alive(pid: int) -> bool:
-    """True if ``pid`` runs and is not a zombie (containers may never reap orphans)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _gone_within(pid: int, seconds: float = DEADLINE_S) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def _pid_from(path: Path, seconds: float = DEADLINE_S) -> int:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        text = path.read_text() if path.exists() else ""
-        if text.endswith("\n"):  # echo writes the whole line at once
-            return int(text)
-        time.sleep(0.02)
-    raise AssertionError(f"{path.name} was never written")
 
 
 def _shell(command: str, call_id: str = "call_sh", **extra: object) -> sc.Call:
@@ -65,7 +37,7 @@ def pids() -> Iterator[list[int]]:
     started: list[int] = []
     yield started
     for pid in started:
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -91,10 +63,10 @@ async def test_background_child_dies_when_the_turn_ends(
         async with running_agent(command_line, env, client) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
-            pids.append(_pid_from(tmp_path / "bg.pid"))
+            pids.append(pid_from(tmp_path / "bg.pid", DEADLINE_S))
             assert reply.stop_reason == "end_turn"
             # Gone while the agent still runs: the turn's end stopped it, not the exit.
-            assert _gone_within(pids[0])
+            assert gone_within(pids[0], DEADLINE_S)
         # Within the turn the child kept running, so a later call could use it.
         assert "alive" in str(server.requests[2].body)
         check_cards(client.frames())
@@ -117,13 +89,13 @@ async def test_cancel_kills_the_running_command_and_its_children(
             )
             pids.extend(
                 await asyncio.to_thread(
-                    lambda: [_pid_from(tmp_path / n) for n in ("sh.pid", "bg.pid")]
+                    lambda: [pid_from(tmp_path / n, DEADLINE_S) for n in ("sh.pid", "bg.pid")]
                 )
             )
             await conn.cancel(session_id=session.session_id)
             reply = await asyncio.wait_for(prompt, DEADLINE_S)
             assert reply.stop_reason == "cancelled"
-            assert all(_gone_within(pid) for pid in pids)
+            assert all(gone_within(pid, DEADLINE_S) for pid in pids)
         assert lifecycle(client.frames()) == {"call_sh": ["preparing", "in_progress", "failed"]}
         check_cards(client.frames())
 
@@ -142,9 +114,9 @@ async def test_timeout_kills_the_command_and_its_children(tmp_path: Path, pids: 
         ):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
-            pids.append(_pid_from(tmp_path / "bg.pid"))
+            pids.append(pid_from(tmp_path / "bg.pid", DEADLINE_S))
             assert reply.stop_reason == "end_turn"
-            assert _gone_within(pids[0])
+            assert gone_within(pids[0], DEADLINE_S)
         failed = next(f for f in client.frames() if f.get("status") == "failed")
         assert "timed out after 1 s" in str(failed["content"])
 
@@ -163,11 +135,11 @@ def test_agent_exit_kills_children_of_finished_and_running_commands(
         try:
             session_id = agent.start_session(tmp_path)
             prompt_id = agent.prompt(session_id)
-            pids.extend(_pid_from(tmp_path / n) for n in ("first.pid", "second.pid"))
+            pids.extend(pid_from(tmp_path / n, DEADLINE_S) for n in ("first.pid", "second.pid"))
             agent.close_input()
             assert agent.reply(prompt_id)["result"]["stopReason"] == "cancelled"
             assert agent.wait_exit() == 0
         finally:
             agent.kill()
-        assert all(_gone_within(pid) for pid in pids)
+        assert all(gone_within(pid, DEADLINE_S) for pid in pids)
         assert "Traceback" not in agent.stderr()

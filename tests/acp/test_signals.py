@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,39 +20,12 @@ from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer
+from tests.support.processes import alive, gone_within, pid_from
 from tests.support.runtime_harness import check_cards, is_preparing, lifecycle
 
 KIND = "anthropic"
 STOP_SIGNALS = [signal.SIGTERM, signal.SIGINT]
 DEADLINE_S = 30.0  # far above what a clean stop takes; only a hang comes near it
-
-
-def _alive(pid: int) -> bool:
-    """True if ``pid`` runs and is not a zombie (containers may never reap orphans)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _gone_within(pid: int, seconds: float = DEADLINE_S) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def _pid_from(path: Path, seconds: float = DEADLINE_S) -> int:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        text = path.read_text() if path.exists() else ""
-        if text.endswith("\n"):
-            return int(text)
-        time.sleep(0.02)
-    raise AssertionError(f"{path.name} was never written")
 
 
 def _assert_clean_stderr(agent: AgentProcess) -> None:
@@ -81,7 +53,7 @@ def pids() -> Iterator[list[int]]:
     started: list[int] = []
     yield started
     for pid in started:
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -142,14 +114,14 @@ def test_signal_mid_tool_fails_the_card_and_stops_the_command(
     agent = _start(server, tmp_path, agents)
     session_id = agent.start_session(tmp_path)
     prompt_id = agent.prompt(session_id)
-    pids.extend(_pid_from(tmp_path / name) for name in ("sh.pid", "bg.pid"))
+    pids.extend(pid_from(tmp_path / name, DEADLINE_S) for name in ("sh.pid", "bg.pid"))
     agent.process.send_signal(signum)
     assert agent.reply(prompt_id)["result"]["stopReason"] == "cancelled"
     assert agent.wait_exit(DEADLINE_S) == 0
     frames = _frames_with_turn_end(agent, prompt_id)
     check_cards(frames)
     assert lifecycle(frames) == {"call_sh": ["preparing", "in_progress", "failed"]}
-    assert all(_gone_within(pid) for pid in pids)
+    assert all(gone_within(pid, DEADLINE_S) for pid in pids)
     _assert_clean_stderr(agent)
 
 
@@ -179,12 +151,12 @@ def test_second_signal_forces_exit_while_shutdown_waits(
     agent = _start(server, tmp_path, agents)
     session_id = agent.start_session(tmp_path)
     prompt_id = agent.prompt(session_id)
-    pids.append(_pid_from(tmp_path / "bg.pid"))
+    pids.append(pid_from(tmp_path / "bg.pid", DEADLINE_S))
     agent.process.send_signal(signal.SIGTERM)
     # The reply is written before shutdown starts waiting for the command to die.
     assert agent.reply(prompt_id)["result"]["stopReason"] == "cancelled"
     agent.process.send_signal(signal.SIGTERM)
     assert agent.wait_exit(DEADLINE_S) == 128 + signal.SIGTERM
-    assert _gone_within(pids[0])
+    assert gone_within(pids[0], DEADLINE_S)
     _assert_clean_stderr(agent)
     assert "second stop signal" in agent.stderr()

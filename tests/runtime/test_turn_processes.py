@@ -8,29 +8,12 @@ import time
 from pathlib import Path
 
 from tests.runtime import scenarios as sc
+from tests.support.processes import alive, gone_within
 from tests.support.runtime_harness import harness
 from toolprep.runtime.tools.config import ToolConfig
 from toolprep.runtime.tools.registry import default_registry
 
 KIND = "anthropic"
-
-
-def _alive(pid: int) -> bool:
-    """True if ``pid`` runs and is not a zombie (containers may never reap orphans)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _gone_within(pid: int, seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_a_refused_prompt_leaves_the_running_turn_s_processes_alone(tmp_path: Path) -> None:
@@ -53,10 +36,10 @@ def test_a_refused_prompt_leaves_the_running_turn_s_processes_alone(tmp_path: Pa
             refused = h.runtime.prompt(session_id, []).result(timeout=10)
             assert refused.error == "A prompt is already running in this session"
             time.sleep(0.5)  # SIGTERM would be immediate, and sleep dies of it
-            assert _alive(pid)
+            assert alive(pid)
             h.runtime.cancel(session_id)
             assert turn.result(timeout=20).stop_reason == "cancelled"
-            assert _gone_within(pid)
+            assert gone_within(pid, 20.0)
         finally:
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)

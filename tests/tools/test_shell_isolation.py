@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import alive, gone_within
 from toolprep.runtime.config import SCRUB_ENV_VARIABLE, resolve_settings, scrubbed_variable_names
 from toolprep.runtime.tools.base import ToolContext, ToolError
 from toolprep.runtime.tools.config import ToolConfig
@@ -21,24 +22,6 @@ from toolprep.runtime.tools.shell import RunShellCommandTool, command_title
 
 ALLOW = ToolConfig(allow_shell=True, kill_grace_s=0.5)
 KEY = "sk-isolation-test-key-5c2e8f"
-
-
-def _alive(pid: int) -> bool:
-    """True if ``pid`` runs and is not a zombie (containers may never reap orphans)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _gone_within(pid: int, seconds: float = 15.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _env_lines(tool: RunShellCommandTool, ctx: ToolContext) -> dict[str, str]:
@@ -166,14 +149,14 @@ def test_background_child_stays_tracked_until_stopped(cwd: Path, ctx: ToolContex
     tool.run({"command": "sleep 300 > /dev/null 2>&1 & echo $! > bg.pid"}, ctx)
     pid = int((cwd / "bg.pid").read_text())
     try:
-        assert _alive(pid)
+        assert alive(pid)
         [group] = tool.processes.groups(ctx.session_id)
         assert os.getpgid(pid) == group
         tool.processes.stop(ctx.session_id, wait=True)
-        assert _gone_within(pid)
+        assert gone_within(pid, 15.0)
         assert tool.processes.groups() == frozenset()
     finally:
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -202,7 +185,7 @@ def test_stop_without_waiting_escalates_to_sigkill(cwd: Path) -> None:
         # Still running: stop returned without waiting out the grace period.
         assert proc.poll() is None
         assert proc.wait(timeout=20) == -signal.SIGKILL
-        assert _gone_within(pid)
+        assert gone_within(pid, 15.0)
     finally:
         if group_exists(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
