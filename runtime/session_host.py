@@ -47,15 +47,13 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, cast, get_args, runtime_checkable
 
 from toolprep.messages.content import Part
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.tools.base import PermissionOutcome
 
-PERMISSION_OUTCOMES: frozenset[str] = frozenset(
-    ("allow_once", "allow_always", "reject_once", "reject_always", "cancelled")
-)
+PERMISSION_OUTCOMES: frozenset[str] = frozenset(get_args(PermissionOutcome))
 
 
 class SessionHostError(Exception):
@@ -242,4 +240,5 @@ __all__ = [
     "SessionHostError",
     "UnknownSession",
     "WriteTextFile",
+    "check_outcome",
 ]
