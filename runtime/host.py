@@ -1,9 +1,10 @@
 """The session host: one process, many sessions, a fixed set of role actors.
 
-``Runtime`` is what a hosting daemon (or the ACP agent) talks to. It starts
-one actor per role, shared by every session, so the thread count does not
-depend on how many sessions are open: five role threads, one asyncio thread
-for all provider streams, one timer thread and a bounded tool pool.
+``Runtime`` is the in-process ``SessionHost`` (``runtime.session_host``): what
+the ACP agent, or a hosting daemon, talks to. It starts one actor per role,
+shared by every session, so the thread count does not depend on how many
+sessions are open: five role threads, one asyncio thread for all provider
+streams, one timer thread and a bounded tool pool.
 
 Processes a tool call leaves behind (a shell command's background children)
 live as long as the turn that started them: the host stops them when the
@@ -41,9 +42,19 @@ from toolprep.messages.turns import (
     StartTurn,
     TurnResult,
 )
+from toolprep.runtime.local_host import ClientRequests
 from toolprep.runtime.retry import RetryPolicy
 from toolprep.runtime.scheduler import Scheduler
-from toolprep.runtime.tools.base import ClientFilesystem
+from toolprep.runtime.session_host import (
+    NO_EDITOR,
+    EditorAnswer,
+    EditorCapabilities,
+    FrameSink,
+    HostClosed,
+    UnknownSession,
+    check_outcome,
+)
+from toolprep.runtime.tools.base import ClientFilesystem, PermissionOutcome
 from toolprep.runtime.tools.process_groups import ProcessGroups, StartsProcesses
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry
 
@@ -86,6 +97,7 @@ class Runtime:
         self.supervisor_state = SupervisorState()
         self._sessions: set[str] = set()
         self._client_fs: dict[str, ClientFilesystem] = {}
+        self._requests = ClientRequests()
         self._outstanding: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._closed = False
@@ -151,15 +163,28 @@ class Runtime:
     def open_session(
         self,
         cwd: str | Path,
-        sink: SessionSink,
+        sink: FrameSink | SessionSink,
         session_id: str | None = None,
-        client_fs: ClientFilesystem | None = None,
+        *,
+        editor: EditorCapabilities = NO_EDITOR,
     ) -> str:
-        """Open a session; ``client_fs`` routes file tools through the editor when it can."""
+        """Open a session whose output goes to ``sink``; see ``SessionHost.open_session``.
+
+        Besides a ``FrameSink``, in-process callers may attach the emitter's
+        own ``SessionSink``, which answers permission requests with a future
+        (it cannot cross a process, so it is no part of the boundary).
+        """
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
+        client_fs: ClientFilesystem | None = None
+        if isinstance(sink, FrameSink):
+            sink, client_fs = self._requests.bridge(session_id, sink, editor)
+        elif editor.any:
+            raise ValueError("editor file access needs a FrameSink to send its requests to")
         with self._lock:
             if self._closed:
-                raise RuntimeError("runtime is shut down")
+                raise HostClosed("the runtime is shut down")
+            if session_id in self._sessions:
+                raise ValueError(f"a session with this id is already open: {session_id}")
             self._sessions.add(session_id)
             if client_fs is not None:
                 self._client_fs[session_id] = client_fs
@@ -181,6 +206,8 @@ class Runtime:
             if self._closed:
                 reply.set_result(TurnResult(None, error="the runtime is shutting down"))
                 return reply
+            if session_id not in self._sessions:
+                raise UnknownSession(session_id)
             self._outstanding[session_id] += 1
         reply.add_done_callback(lambda _done: self._prompt_done(session_id))
         self.directory.tell(SUPERVISOR, StartTurn(session_id, tuple(parts), reply))
@@ -214,15 +241,35 @@ class Runtime:
         for groups in self._process_groups():
             groups.kill_now()
 
+    def _require(self, session_id: str) -> None:
+        with self._lock:
+            if session_id not in self._sessions:
+                raise UnknownSession(session_id)
+
     def cancel(self, session_id: str) -> None:
+        self._require(session_id)
         self.directory.tell(SUPERVISOR, CancelTurn(session_id))
+
+    def answer_permission(
+        self, session_id: str, request_id: str, outcome: PermissionOutcome
+    ) -> bool:
+        check_outcome(outcome)
+        self._require(session_id)
+        return self._requests.permissions.answer(session_id, request_id, outcome)
+
+    def answer_editor(self, session_id: str, request_id: str, answer: EditorAnswer) -> bool:
+        self._require(session_id)
+        return self._requests.editor.answer(session_id, request_id, answer)
 
     def close_session(self, session_id: str) -> None:
         with self._lock:
-            self._sessions.discard(session_id)
+            if session_id not in self._sessions:
+                raise UnknownSession(session_id)
+            self._sessions.remove(session_id)
             self._client_fs.pop(session_id, None)
         # The supervisor detaches the sink once the session's last frames are out.
         self.directory.tell(SUPERVISOR, CloseSession(session_id))
+        self._requests.settle_session(session_id)
 
     def crash_role(self, role: str, session_id: str | None = None) -> None:
         """Make a role raise inside a handler, exactly as a bug would (fault drills)."""

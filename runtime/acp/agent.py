@@ -1,27 +1,46 @@
-"""The ACP agent: JSON-RPC methods on one side, the session host on the other.
+"""The ACP agent: JSON-RPC methods on one side, a ``SessionHost`` on the other.
 
-Each ``session/prompt`` is answered later, from the emitter's thread, once
-every frame of the turn has been written: the connection keeps reading in
-the meantime, so ``session/cancel`` and other sessions' requests are served
-while turns run.
+The agent reaches sessions only through the session-host boundary, so the
+same agent fronts sessions in this process or elsewhere. Each
+``session/prompt`` is answered later, when the host resolves the turn, which
+it does only after every frame of the turn was handed to the sink: the
+connection keeps reading in the meantime, so ``session/cancel`` and other
+sessions' requests are served while turns run. Requests a session sends
+(permission, editor file access) become JSON-RPC requests to the client, and
+the client's replies go back to the host as answers quoting the request id.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from importlib import metadata
-from typing import Any
+from typing import Any, assert_never
+
+import orjson
 
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.acp.errors import INVALID_PARAMS, RpcError, require
 from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, OversizedMessage
 from toolprep.runtime.acp.prompt_content import prompt_to_parts
-from toolprep.runtime.host import Runtime
-from toolprep.runtime.tools.base import PermissionOutcome, ToolError
+from toolprep.runtime.session_host import (
+    ClientRequest,
+    EditorAnswer,
+    EditorCapabilities,
+    EditorFailed,
+    FileRead,
+    FileWritten,
+    ReadTextFile,
+    RequestPermission,
+    SessionHost,
+    UnknownSession,
+    WriteTextFile,
+)
+from toolprep.runtime.tools.base import PermissionOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -46,88 +65,106 @@ def _version() -> str:
 
 
 class ConnectionSink:
-    """Writes one session's frames and permission requests to the client."""
+    """Writes sessions' frames and requests to the client; the client's replies go to the host.
 
-    def __init__(self, connection: JsonRpcConnection) -> None:
+    One sink serves every session of the connection: each call names its
+    session, and the connection serialises writes from any thread.
+    """
+
+    def __init__(self, connection: JsonRpcConnection, host: SessionHost) -> None:
         self._connection = connection
+        self._host = host
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
         self._connection.notify("session/update", {"sessionId": session_id, "update": update})
 
-    def request_permission(
-        self, session_id: str, tool_call: dict[str, Any], request: Any
-    ) -> Future[str]:
+    def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
+        # A Fragment is written as it is: the frame is not decoded and encoded again.
+        update = orjson.Fragment(update_json)
+        self._connection.notify("session/update", {"sessionId": session_id, "update": update})
+
+    def send_request(self, session_id: str, request: ClientRequest) -> None:
+        match request:
+            case RequestPermission():
+                self._ask_permission(session_id, request)
+            case ReadTextFile(path=path, line=line, limit=limit):
+                params: dict[str, Any] = {"path": path}
+                if line is not None:
+                    params["line"] = line
+                if limit is not None:
+                    params["limit"] = limit
+                self._ask_editor(session_id, request.request_id, "fs/read_text_file", params)
+            case WriteTextFile(path=path, content=content):
+                params = {"path": path, "content": content}
+                self._ask_editor(session_id, request.request_id, "fs/write_text_file", params)
+            case _:
+                assert_never(request)
+
+    def _ask_permission(self, session_id: str, request: RequestPermission) -> None:
         asked = self._connection.request(
             "session/request_permission",
-            {"sessionId": session_id, "toolCall": tool_call, "options": PERMISSION_OPTIONS},
+            {
+                "sessionId": session_id,
+                "toolCall": request.tool_call,
+                "options": PERMISSION_OPTIONS,
+            },
         )
-        answer: Future[str] = Future()
 
         def relay(done: Future[Any]) -> None:
             try:
-                answer.set_result(_permission_outcome(done.result()))
+                outcome = _permission_outcome(done.result())
             except Exception as exc:
                 logger.warning("permission request failed: %r", exc)
-                answer.set_result("cancelled")
+                outcome = "cancelled"
+            self._answer(session_id, request.request_id, outcome)
 
         asked.add_done_callback(relay)
-        return answer
+
+    def _answer(self, session_id: str, request_id: str, outcome: PermissionOutcome) -> None:
+        try:
+            self._host.answer_permission(session_id, request_id, outcome)
+        except UnknownSession:
+            logger.info("permission answer for closed session %s dropped", session_id)
+
+    def _ask_editor(
+        self, session_id: str, request_id: str, method: str, params: dict[str, Any]
+    ) -> None:
+        asked = self._connection.request(method, {"sessionId": session_id, **params})
+
+        def relay(done: Future[Any]) -> None:
+            answer = _editor_answer(method, done)
+            try:
+                self._host.answer_editor(session_id, request_id, answer)
+            except UnknownSession:
+                logger.info("%s answer for closed session %s dropped", method, session_id)
+
+        asked.add_done_callback(relay)
 
 
-class ConnectionFilesystem:
-    """File tools through the editor's ``fs/read_text_file`` / ``fs/write_text_file``.
+def _editor_answer(method: str, done: Future[Any]) -> EditorAnswer:
+    """The client's reply to an ``fs/*`` request, as the answer the session's tool gets.
 
     A file's text comes back as one JSON-RPC line, so a file near the
     connection's line limit cannot come through; the connection fails such a
     reply at once and the tool says so, rather than waiting out the timeout.
     """
-
-    def __init__(
-        self,
-        connection: JsonRpcConnection,
-        session_id: str,
-        *,
-        can_read: bool,
-        can_write: bool,
-        timeout: float = 30.0,
-    ) -> None:
-        self._connection = connection
-        self._session_id = session_id
-        self.can_read = can_read
-        self.can_write = can_write
-        self._timeout = timeout
-
-    def _call(self, method: str, params: dict[str, Any]) -> Any:
-        try:
-            return self._connection.request(
-                method, {"sessionId": self._session_id, **params}
-            ).result(timeout=self._timeout)
-        except RpcError as exc:
-            raise ToolError(
-                f"the editor could not {method.split('/')[-1]}: {exc.message}"
-            ) from None
-        except OversizedMessage as exc:
-            raise ToolError(
-                f"file too large for the editor channel ({exc.excess} bytes over the "
-                f"{exc.limit}-byte limit); read it in parts with offset and limit"
-            ) from None
-        except Exception as exc:
-            raise ToolError(f"the editor did not answer {method}: {exc!r}") from None
-
-    def read_text_file(self, path: str, line: int | None = None, limit: int | None = None) -> str:
-        params: dict[str, Any] = {"path": path}
-        if line is not None:
-            params["line"] = line
-        if limit is not None:
-            params["limit"] = limit
-        result = self._call("fs/read_text_file", params)
-        content = result.get("content") if isinstance(result, dict) else None
-        if not isinstance(content, str):
-            raise ToolError("the editor answered fs/read_text_file without text content")
-        return content
-
-    def write_text_file(self, path: str, content: str) -> None:
-        self._call("fs/write_text_file", {"path": path, "content": content})
+    try:
+        result = done.result()
+    except RpcError as exc:
+        return EditorFailed(f"the editor could not {method.split('/')[-1]}: {exc.message}")
+    except OversizedMessage as exc:
+        return EditorFailed(
+            f"file too large for the editor channel ({exc.excess} bytes over the "
+            f"{exc.limit}-byte limit); read it in parts with offset and limit"
+        )
+    except Exception as exc:
+        return EditorFailed(f"the editor did not answer {method}: {exc!r}")
+    if method == "fs/write_text_file":
+        return FileWritten()
+    content = result.get("content") if isinstance(result, dict) else None
+    if not isinstance(content, str):
+        return EditorFailed("the editor answered fs/read_text_file without text content")
+    return FileRead(content)
 
 
 def _permission_outcome(result: Any) -> PermissionOutcome:
@@ -141,11 +178,14 @@ def _permission_outcome(result: Any) -> PermissionOutcome:
 
 
 class AcpAgent:
-    def __init__(self, runtime: Runtime, connection: JsonRpcConnection) -> None:
-        self.runtime = runtime
+    def __init__(self, host: SessionHost, connection: JsonRpcConnection) -> None:
+        self.host = host
         self.connection = connection
         self.client_capabilities: dict[str, Any] = {}
-        self._sink = ConnectionSink(connection)
+        self._sink = ConnectionSink(connection, host)
+        self._sessions: set[str] = set()
+        self._lock = threading.Lock()
+        self._prompts_running = 0
         connection.on_request("initialize", self.initialize)
         connection.on_request("authenticate", self.authenticate)
         connection.on_request("session/new", self.new_session)
@@ -179,33 +219,41 @@ class AcpAgent:
         servers = params.get("mcpServers", [])
         if not isinstance(servers, list):
             raise RpcError(INVALID_PARAMS, "Invalid params: 'mcpServers' must be an array")
-        session_id = f"sess_{uuid.uuid4().hex}"
         fs_caps = self.client_capabilities.get("fs")
         fs_caps = fs_caps if isinstance(fs_caps, dict) else {}
-        client_fs = None
-        if fs_caps.get("readTextFile") is True or fs_caps.get("writeTextFile") is True:
-            client_fs = ConnectionFilesystem(
-                self.connection,
-                session_id,
-                can_read=fs_caps.get("readTextFile") is True,
-                can_write=fs_caps.get("writeTextFile") is True,
-            )
-        self.runtime.open_session(cwd, self._sink, session_id, client_fs=client_fs)
+        editor = EditorCapabilities(
+            read_text_file=fs_caps.get("readTextFile") is True,
+            write_text_file=fs_caps.get("writeTextFile") is True,
+        )
+        session_id = self.host.open_session(
+            cwd, self._sink, f"sess_{uuid.uuid4().hex}", editor=editor
+        )
+        with self._lock:
+            self._sessions.add(session_id)
         return {"sessionId": session_id}
 
     def _session(self, params: Any) -> str:
+        """The session a request names, if this connection opened it."""
         session_id = require(params, "sessionId", str)
-        if not self.runtime.has_session(session_id):
-            raise RpcError(SESSION_NOT_FOUND, f"Session not found: {session_id}")
+        with self._lock:
+            if session_id not in self._sessions:
+                raise RpcError(SESSION_NOT_FOUND, f"Session not found: {session_id}")
         return session_id
 
     def prompt(self, params: Any, request_id: Any = None) -> Any:
         session_id = self._session(params)
         parts = prompt_to_parts(params.get("prompt"))
-        reply = self.runtime.prompt(session_id, parts)
+        try:
+            reply = self.host.prompt(session_id, parts)
+        except UnknownSession as exc:
+            raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+        with self._lock:
+            self._prompts_running += 1
         connection = self.connection
 
         def respond(done: Future[TurnResult]) -> None:
+            with self._lock:
+                self._prompts_running -= 1
             try:
                 result = done.result()
             except Exception as exc:  # the turn machinery itself failed
@@ -231,7 +279,15 @@ class AcpAgent:
         if not isinstance(params, dict) or not isinstance(params.get("sessionId"), str):
             logger.warning("session/cancel without a string sessionId ignored")
             return
-        self.runtime.cancel(params["sessionId"])
+        session_id = params["sessionId"]
+        with self._lock:
+            known = session_id in self._sessions
+        try:
+            if not known:
+                raise UnknownSession(session_id)
+            self.host.cancel(session_id)
+        except UnknownSession as exc:
+            logger.warning("session/cancel ignored: %s", exc)
 
     def serve(self, stop_requested: Callable[[], bool]) -> None:
         """Serve until the input ends or ``stop_requested()``, then end everything.
@@ -244,9 +300,7 @@ class AcpAgent:
         self.connection.start()
         while not self.connection.wait_closed(_STOP_POLL_S):
             if stop_requested():
-                logger.info(
-                    "stop requested: ending %d running turns", len(self.runtime.active_turns())
-                )
+                logger.info("stop requested: ending %d running turns", self._prompts_running)
                 break
         self.close()
         self.connection.close()
@@ -254,4 +308,4 @@ class AcpAgent:
     def close(self) -> None:
         """Input ended or a stop was requested: cancel running turns (their cards are
         discarded, their prompts answered ``cancelled``), stop tool processes and roles."""
-        self.runtime.shutdown()
+        self.host.shutdown()

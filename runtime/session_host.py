@@ -1,0 +1,244 @@
+"""The session-host boundary: what a front end (the ACP agent, a daemon) may ask of sessions.
+
+Everything that crosses it is plain data keyed by session id, so the sessions
+behind it can live in this process (``Runtime``), in worker processes behind a
+routing front, or on a cluster, without the front end changing:
+
+- in: ``open_session`` / ``prompt`` / ``cancel`` / ``answer_permission`` /
+  ``answer_editor`` / ``close_session`` / ``shutdown``;
+- out: one ordered stream per session, delivered to the ``FrameSink`` the
+  caller attached when it opened the session: ACP ``session/update`` payloads
+  (as dicts, or already encoded as JSON bytes by a host that serialised them
+  elsewhere), and requests the session needs answered (permission to run a
+  tool, a file read or write through the editor), each with an id that the
+  answer quotes.
+
+No callable or future crosses it in the sessions' direction: a request is a
+message, and its answer is a call on the host naming the session and the
+request. That is what lets a worker process ask for permission, or read an
+editor buffer, through a front that only relays bytes.
+
+Ordering guarantees every implementation keeps, per session:
+
+1. The sink receives a session's frames and permission requests one at a
+   time, in the order the session produced them; frames of one session
+   never reach another session's sink, and every sink call names its
+   session. Editor requests come from the running tool while its card is in
+   progress, so they may arrive while a frame is being delivered.
+2. A prompt's future resolves only after every frame of that turn was handed
+   to the sink, and by then every tool-call card opened in the turn has had
+   its terminal update (``completed``, ``failed``, or ``failed`` marked
+   ``_meta.preparationDiscarded`` for a card that never ran).
+3. ``cancel`` ends the running turn: cards not yet terminal are discarded
+   (one terminal frame each), then the prompt resolves with stop reason
+   ``cancelled``. Cancelling an idle session does nothing.
+4. A request is answered at most once; an answer that comes too late (the
+   request timed out, or its session was closed) is ignored. Closing a session
+   settles its unanswered requests (permission ``cancelled``, editor
+   ``EditorFailed``) so no tool waits for an answer that cannot come.
+5. After ``close_session`` (its running turn is cancelled as in 3) the sink
+   gets nothing more, and every call naming that session raises
+   ``UnknownSession``, as do calls naming a session never opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, cast, get_args, runtime_checkable
+
+from toolprep.messages.content import Part
+from toolprep.messages.turns import TurnResult
+from toolprep.runtime.tools.base import PermissionOutcome
+
+PERMISSION_OUTCOMES: frozenset[str] = frozenset(get_args(PermissionOutcome))
+
+
+class SessionHostError(Exception):
+    """The host refused a call; the message says why."""
+
+
+class UnknownSession(SessionHostError, LookupError):
+    """The session id names no open session (never opened, or closed since)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"Session not found: {session_id}")
+        self.session_id = session_id
+
+
+class HostClosed(SessionHostError, RuntimeError):
+    """The host was shut down and opens no more sessions."""
+
+
+@dataclass(frozen=True, slots=True)
+class EditorCapabilities:
+    """Which ACP ``fs/*`` methods the session's client serves.
+
+    A session opened with either lets its file tools go through the editor
+    (unsaved buffers, undo history) by sending ``ReadTextFile`` /
+    ``WriteTextFile`` requests to its sink.
+    """
+
+    read_text_file: bool = False
+    write_text_file: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.read_text_file or self.write_text_file
+
+
+NO_EDITOR = EditorCapabilities()
+
+
+# --- requests a session sends its caller (commands: the caller is to act) ---------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPermission:
+    """Ask the user whether a tool call may run; answer with ``answer_permission``.
+
+    ``tool_call`` is the ACP ``ToolCallUpdate`` describing the call (id,
+    title, kind, raw input), ready to put into ``session/request_permission``.
+    """
+
+    request_id: str
+    tool_call: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadTextFile:
+    """Read ``path`` (absolute) through the editor; answer ``FileRead`` or ``EditorFailed``."""
+
+    request_id: str
+    path: str
+    line: int | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTextFile:
+    """Write ``content`` to ``path`` (absolute) through the editor; answer ``FileWritten``."""
+
+    request_id: str
+    path: str
+    content: str
+
+
+ClientRequest = RequestPermission | ReadTextFile | WriteTextFile
+
+
+# --- the caller's answers to editor requests (events: what happened) -----------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FileRead:
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileWritten:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class EditorFailed:
+    """The editor could not serve the request; ``reason`` is shown to user and model."""
+
+    reason: str
+
+
+EditorAnswer = FileRead | FileWritten | EditorFailed
+
+
+@runtime_checkable
+class FrameSink(Protocol):
+    """Where one session's ordered output goes; the caller supplies it per session.
+
+    Frames of one session never overlap (guarantee 1), but editor requests
+    and other sessions' frames may come from other threads at the same time,
+    so a sink shared by sessions must be thread-safe. It must not block for
+    long: it writes to a connection or a buffer and returns.
+    """
+
+    def send_update(self, session_id: str, update: dict[str, Any]) -> None:
+        """One ACP ``session/update`` payload, as built in this process."""
+
+    def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
+        """The same, already serialised as JSON by a host elsewhere: relay the bytes as they are."""
+
+    def send_request(self, session_id: str, request: ClientRequest) -> None:
+        """A request the session waits on; answer it through the host, quoting its id."""
+
+
+class SessionHost(Protocol):
+    """Sessions keyed by id: the seam between a front end and wherever sessions run."""
+
+    def open_session(
+        self,
+        cwd: str | Path,
+        sink: FrameSink,
+        session_id: str | None = None,
+        *,
+        editor: EditorCapabilities = NO_EDITOR,
+    ) -> str:
+        """Open a session working in ``cwd``; its output goes to ``sink``. Returns its id.
+
+        Raises ``HostClosed`` after ``shutdown``.
+        """
+
+    def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
+        """Start a turn; the future resolves after the turn's last frame (guarantee 2).
+
+        A prompt while another turn of the session runs resolves with an error
+        result; a host that cannot run turns any more resolves it with one too.
+        """
+
+    def cancel(self, session_id: str) -> None:
+        """End the running turn, if any, as guarantee 3 describes."""
+
+    def answer_permission(
+        self, session_id: str, request_id: str, outcome: PermissionOutcome
+    ) -> bool:
+        """Answer a ``RequestPermission``; False if it was no longer waiting."""
+
+    def answer_editor(self, session_id: str, request_id: str, answer: EditorAnswer) -> bool:
+        """Answer a ``ReadTextFile`` / ``WriteTextFile``; False if it was no longer waiting."""
+
+    def close_session(self, session_id: str) -> None:
+        """Cancel the session's turn and forget the session (guarantees 4 and 5)."""
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Cancel every running turn (each prompt resolves), then stop; ``timeout`` bounds it."""
+
+
+def check_outcome(outcome: str) -> PermissionOutcome:
+    """``outcome`` if it is a permission outcome, else a ``ValueError`` naming the valid ones."""
+    if outcome not in PERMISSION_OUTCOMES:
+        raise ValueError(
+            f"unknown permission outcome {outcome!r}; expected one of "
+            f"{', '.join(sorted(PERMISSION_OUTCOMES))}"
+        )
+    return cast(PermissionOutcome, outcome)
+
+
+__all__ = [
+    "NO_EDITOR",
+    "PERMISSION_OUTCOMES",
+    "ClientRequest",
+    "EditorAnswer",
+    "EditorCapabilities",
+    "EditorFailed",
+    "FileRead",
+    "FileWritten",
+    "FrameSink",
+    "HostClosed",
+    "ReadTextFile",
+    "RequestPermission",
+    "SessionHost",
+    "SessionHostError",
+    "UnknownSession",
+    "WriteTextFile",
+    "check_outcome",
+]

@@ -1,0 +1,271 @@
+"""What every ``SessionHost`` must do, driven through the boundary only.
+
+Each test runs against every implementation in ``hosts.IMPLEMENTATIONS`` with
+real sessions streaming from the loopback provider. The assertions are the
+guarantees ``runtime.session_host`` documents: ordered frames with the whole
+card lifecycle before the result, discards before a ``cancelled`` result,
+requests that cross as plain data and are answered through the host, clear
+errors for unknown sessions, and sessions that never see each other's output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pickle
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+
+from tests.runtime import scenarios as sc
+from tests.session_host.hosts import HostUnderTest
+from tests.session_host.recording import RecordingFrameSink
+from tests.support.runtime_harness import TURN_END, check_cards, is_preparing, lifecycle
+from toolprep.messages.content import TextPart
+from toolprep.messages.turns import TurnResult
+from toolprep.runtime.session_host import (
+    ClientRequest,
+    EditorCapabilities,
+    EditorFailed,
+    FileRead,
+    FileWritten,
+    HostClosed,
+    ReadTextFile,
+    RequestPermission,
+    UnknownSession,
+    WriteTextFile,
+)
+
+TURN_S = 20.0
+WEATHER = ("call_paris", "get_weather", {"city": "Paris"})
+
+
+def _prompt(
+    hosted: HostUnderTest, session_id: str, sink: RecordingFrameSink, text: str = "hello"
+) -> Future[TurnResult]:
+    return sink.mark_result(session_id, hosted.host.prompt(session_id, [TextPart(text)]))
+
+
+def _open(hosted: HostUnderTest, **kw: Any) -> tuple[str, RecordingFrameSink]:
+    sink = RecordingFrameSink()
+    return hosted.host.open_session(hosted.cwd, sink, **kw), sink
+
+
+def _assert_plain_data(request: ClientRequest) -> None:
+    """A request must be able to cross a process boundary: picklable and JSON-able."""
+    assert pickle.loads(pickle.dumps(request)) == request
+    json.dumps(dataclasses.asdict(request))
+
+
+def _message_text(frames: list[dict[str, Any]]) -> str:
+    return "".join(
+        f["content"]["text"] for f in frames if f.get("sessionUpdate") == "agent_message_chunk"
+    )
+
+
+def test_prompt_streams_the_card_lifecycle_in_order_then_resolves(hosted: HostUnderTest) -> None:
+    kind = hosted.kind
+    hosted.server.enqueue(
+        sc.ok(sc.calls_turn(kind, [WEATHER])), sc.ok(sc.text_turn(kind, "Sunny in Paris."))
+    )
+    session_id, sink = _open(hosted)
+    result = _prompt(hosted, session_id, sink).result(TURN_S)
+    assert result.stop_reason == "end_turn"
+    frames = sink.frames()
+    assert frames[-1] == TURN_END
+    check_cards(frames)
+    assert lifecycle(frames) == {"call_paris": ["preparing", "in_progress", "completed"]}
+    assert _message_text(frames) == "Sunny in Paris."
+    assert sink.session_ids() == {session_id}
+    assert sink.requests() == []
+
+
+def test_cancel_discards_every_card_before_the_cancelled_result(hosted: HostUnderTest) -> None:
+    hosted.server.enqueue(sc.prepared_then_stall(hosted.kind, WEATHER))
+    session_id, sink = _open(hosted)
+    reply = _prompt(hosted, session_id, sink)
+    sink.wait_until(lambda events: any(isinstance(e, dict) and is_preparing(e) for _, e in events))
+    assert not reply.done()
+    hosted.host.cancel(session_id)
+    assert reply.result(TURN_S).stop_reason == "cancelled"
+    hosted.host.close_session(session_id)  # nothing may follow the result, even at close
+    frames = sink.frames()
+    assert frames[-1] == TURN_END
+    check_cards(frames)
+    assert lifecycle(frames) == {"call_paris": ["preparing", "discarded"]}
+
+
+def test_cancel_of_an_idle_session_does_nothing(hosted: HostUnderTest) -> None:
+    hosted.server.enqueue(sc.ok(sc.text_turn(hosted.kind, "Still here.")))
+    session_id, sink = _open(hosted)
+    hosted.host.cancel(session_id)
+    assert _prompt(hosted, session_id, sink).result(TURN_S).stop_reason == "end_turn"
+    assert _message_text(sink.frames()) == "Still here."
+
+
+@pytest.mark.parametrize(
+    ("outcome", "ran", "terminal"),
+    [("allow_once", True, "completed"), ("reject_once", False, "failed")],
+)
+def test_permission_request_crosses_the_boundary_and_the_callers_answer_decides(
+    hosted: HostUnderTest, outcome: str, ran: bool, terminal: str
+) -> None:
+    kind = hosted.kind
+    command = ("call_shell", "run_shell_command", {"command": "echo ran > marker.txt"})
+    hosted.server.enqueue(sc.ok(sc.calls_turn(kind, [command])), sc.ok(sc.text_turn(kind)))
+    session_id, sink = _open(hosted)
+    reply = _prompt(hosted, session_id, sink)
+    asked = sink.wait_for_request(RequestPermission)
+    _assert_plain_data(asked)
+    assert asked.tool_call["toolCallId"] == "call_shell"
+    assert "echo ran > marker.txt" in json.dumps(asked.tool_call)
+    assert not reply.done()
+    assert hosted.host.answer_permission(session_id, asked.request_id, outcome)  # type: ignore[arg-type]
+    assert reply.result(TURN_S).stop_reason == "end_turn"
+    assert not hosted.host.answer_permission(session_id, asked.request_id, "allow_once")
+    assert (hosted.cwd / "marker.txt").exists() is ran
+    frames = sink.frames()
+    check_cards(frames)
+    assert lifecycle(frames)["call_shell"][-1] == terminal
+    assert sink.requests() == [asked]
+
+
+def test_a_permission_answer_that_is_no_outcome_is_refused(hosted: HostUnderTest) -> None:
+    kind = hosted.kind
+    command = ("call_shell", "run_shell_command", {"command": "echo ran > marker.txt"})
+    hosted.server.enqueue(sc.ok(sc.calls_turn(kind, [command])), sc.ok(sc.text_turn(kind)))
+    session_id, sink = _open(hosted)
+    reply = _prompt(hosted, session_id, sink)
+    asked = sink.wait_for_request(RequestPermission)
+    with pytest.raises(ValueError, match=r"unknown permission outcome 'maybe'.*allow_once"):
+        hosted.host.answer_permission(session_id, asked.request_id, "maybe")  # type: ignore[arg-type]
+    assert hosted.host.answer_permission(session_id, asked.request_id, "reject_once")
+    assert reply.result(TURN_S).stop_reason == "end_turn"
+
+
+def test_editor_read_crosses_the_boundary_and_the_answer_is_what_the_model_sees(
+    hosted: HostUnderTest,
+) -> None:
+    kind = hosted.kind
+    (hosted.cwd / "notes.txt").write_text("on disk\n")
+    read = ("call_read", "read_file", {"path": "notes.txt"})
+    hosted.server.enqueue(sc.ok(sc.calls_turn(kind, [read])), sc.ok(sc.text_turn(kind)))
+    session_id, sink = _open(hosted, editor=EditorCapabilities(read_text_file=True))
+    reply = _prompt(hosted, session_id, sink)
+    asked = sink.wait_for_request(ReadTextFile)
+    _assert_plain_data(asked)
+    assert asked.path == str((hosted.cwd / "notes.txt").resolve())
+    assert hosted.host.answer_editor(session_id, asked.request_id, FileRead("unsaved buffer\n"))
+    assert reply.result(TURN_S).stop_reason == "end_turn"
+    sent_back = json.dumps(hosted.server.requests[1].body)
+    assert "unsaved buffer" in sent_back and "on disk" not in sent_back
+    check_cards(sink.frames())
+    assert lifecycle(sink.frames())["call_read"][-1] == "completed"
+
+
+def test_editor_write_goes_to_the_editor_not_the_disk(hosted: HostUnderTest) -> None:
+    kind = hosted.kind
+    (hosted.cwd / "notes.txt").write_text("on disk\n")
+    write = ("call_write", "write_file", {"path": "notes.txt", "content": "new text\n"})
+    hosted.server.enqueue(sc.ok(sc.calls_turn(kind, [write])), sc.ok(sc.text_turn(kind)))
+    session_id, sink = _open(hosted, editor=EditorCapabilities(write_text_file=True))
+    reply = _prompt(hosted, session_id, sink)
+    last = sink.wait_for_request(WriteTextFile)
+    _assert_plain_data(last)
+    assert last.content == "new text\n"
+    assert hosted.host.answer_editor(session_id, last.request_id, FileWritten())
+    assert reply.result(TURN_S).stop_reason == "end_turn"
+    assert (hosted.cwd / "notes.txt").read_text() == "on disk\n"
+    check_cards(sink.frames())
+    assert lifecycle(sink.frames())["call_write"][-1] == "completed"
+
+
+def test_an_editor_failure_fails_the_tool_with_its_reason(hosted: HostUnderTest) -> None:
+    kind = hosted.kind
+    read = ("call_read", "read_file", {"path": "notes.txt"})
+    hosted.server.enqueue(sc.ok(sc.calls_turn(kind, [read])), sc.ok(sc.text_turn(kind)))
+    session_id, sink = _open(hosted, editor=EditorCapabilities(read_text_file=True))
+    reply = _prompt(hosted, session_id, sink)
+    asked = sink.wait_for_request(ReadTextFile)
+    failed = EditorFailed("the editor could not read_text_file: no such buffer")
+    assert hosted.host.answer_editor(session_id, asked.request_id, failed)
+    assert reply.result(TURN_S).stop_reason == "end_turn"
+    assert "no such buffer" in json.dumps(hosted.server.requests[1].body)
+    assert lifecycle(sink.frames())["call_read"][-1] == "failed"
+
+
+def test_closing_settles_an_unanswered_request_and_ends_the_turn(hosted: HostUnderTest) -> None:
+    command = ("call_shell", "run_shell_command", {"command": "echo ran > marker.txt"})
+    hosted.server.enqueue(sc.ok(sc.calls_turn(hosted.kind, [command])))
+    session_id, sink = _open(hosted)
+    reply = _prompt(hosted, session_id, sink)
+    asked = sink.wait_for_request(RequestPermission)
+    hosted.host.close_session(session_id)
+    assert reply.result(TURN_S).stop_reason == "cancelled"
+    assert not (hosted.cwd / "marker.txt").exists()
+    check_cards(sink.frames())
+    with pytest.raises(UnknownSession):
+        hosted.host.answer_permission(session_id, asked.request_id, "allow_once")
+
+
+def test_a_closed_session_is_unknown_afterwards(hosted: HostUnderTest) -> None:
+    hosted.server.enqueue(sc.ok(sc.text_turn(hosted.kind, "Bye.")))
+    session_id, sink = _open(hosted)
+    assert _prompt(hosted, session_id, sink).result(TURN_S).stop_reason == "end_turn"
+    hosted.host.close_session(session_id)
+    with pytest.raises(UnknownSession, match=session_id):
+        hosted.host.prompt(session_id, [TextPart("again")])
+    with pytest.raises(UnknownSession, match=session_id):
+        hosted.host.close_session(session_id)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "prompt",
+        "cancel",
+        "close_session",
+        "answer_permission",
+        "answer_editor",
+    ],
+)
+def test_an_unknown_session_id_is_a_clear_error(hosted: HostUnderTest, call: str) -> None:
+    host = hosted.host
+    calls: dict[str, Callable[[], object]] = {
+        "prompt": lambda: host.prompt("sess_nope", [TextPart("x")]),
+        "cancel": lambda: host.cancel("sess_nope"),
+        "close_session": lambda: host.close_session("sess_nope"),
+        "answer_permission": lambda: host.answer_permission("sess_nope", "r1", "allow_once"),
+        "answer_editor": lambda: host.answer_editor("sess_nope", "r1", FileWritten()),
+    }
+    with pytest.raises(UnknownSession, match="Session not found: sess_nope"):
+        calls[call]()
+
+
+def test_a_session_id_already_open_is_refused(hosted: HostUnderTest) -> None:
+    session_id, _ = _open(hosted)
+    with pytest.raises(ValueError, match=f"already open: {session_id}"):
+        hosted.host.open_session(hosted.cwd, RecordingFrameSink(), session_id)
+
+
+def test_a_shut_down_host_opens_no_session(hosted: HostUnderTest) -> None:
+    hosted.host.shutdown(timeout=5)
+    with pytest.raises(HostClosed, match="shut down"):
+        hosted.host.open_session(hosted.cwd, RecordingFrameSink())
+
+
+def test_two_sessions_frames_never_mix(hosted: HostUnderTest) -> None:
+    kind = hosted.kind
+    texts = {"alpha " * 40, "omega " * 40}
+    hosted.server.enqueue(
+        *(sc.ok(sc.text_turn(kind, text, fragment_size=3)) for text in sorted(texts))
+    )
+    opened = [_open(hosted) for _ in range(2)]
+    replies = [_prompt(hosted, sid, sink) for sid, sink in opened]
+    assert [r.result(TURN_S).stop_reason for r in replies] == ["end_turn", "end_turn"]
+    assert {_message_text(sink.frames()) for _, sink in opened} == texts
+    for session_id, sink in opened:
+        assert sink.session_ids() == {session_id}
+        assert sink.frames()[-1] == TURN_END
