@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from toolprep.actors.base import EMITTER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
+from toolprep.messages.sinks import SessionSink
 from toolprep.messages.turns import (
     AskPermission,
     AttachSink,
@@ -28,16 +29,6 @@ from toolprep.messages.turns import (
 from toolprep.runtime.tools.filters import card_suppressed
 
 logger = logging.getLogger(__name__)
-
-
-class SessionSink(Protocol):
-    """Where a session's output goes: an ACP connection, or a test's recorder."""
-
-    def send_update(self, session_id: str, update: dict[str, Any]) -> None: ...
-
-    def request_permission(
-        self, session_id: str, tool_call: dict[str, Any], request: Any
-    ) -> Future[str]: ...
 
 
 @dataclass(slots=True)

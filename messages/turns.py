@@ -19,7 +19,9 @@ from toolprep.messages.content import (
     Part,
     Usage,
 )
+from toolprep.messages.permissions import PermissionRequest
 from toolprep.messages.requests import ModelRequest, StreamError
+from toolprep.messages.sinks import SessionSink
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 EndReason = Literal[
@@ -264,7 +266,7 @@ class DeliverTurnResult:
 @dataclass(frozen=True, slots=True)
 class AskPermission:
     session_id: str
-    request: Any
+    request: PermissionRequest
     tool_call: dict[str, Any]
     reply: Future[str] = field(default_factory=Future)
 
@@ -272,7 +274,7 @@ class AskPermission:
 @dataclass(frozen=True, slots=True)
 class AttachSink:
     session_id: str
-    sink: Any
+    sink: SessionSink
 
 
 @dataclass(frozen=True, slots=True)

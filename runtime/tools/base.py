@@ -11,30 +11,25 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
+from toolprep.messages.permissions import PermissionOutcome, PermissionRequest, ToolKind
 from toolprep.runtime.tools.cancellation import CancelEvent
 
-ToolKind = Literal[
-    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
-]
-
-PermissionOutcome = Literal[
-    "allow_once", "allow_always", "reject_once", "reject_always", "cancelled"
+__all__ = [
+    "ClientFilesystem",
+    "PermissionOutcome",
+    "PermissionRequest",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolKind",
+    "ToolOutput",
 ]
 
 
 class ToolError(Exception):
     """A tool failed in an expected way; the message is shown to user and model."""
-
-
-@dataclass(frozen=True, slots=True)
-class PermissionRequest:
-    tool_call_id: str
-    tool_name: str
-    title: str
-    kind: ToolKind
-    raw_input: Mapping[str, Any]
 
 
 class ClientFilesystem(Protocol):
