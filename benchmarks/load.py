@@ -21,8 +21,14 @@ nothing else) and once over HTTP from the same server (``direct-http``: the
 identical transport, minus actors). Actor overhead is the ratio of CPU per
 event, actors / direct.
 
+``--transport aiohttp,httpx`` runs every N once per HTTP client (the SDKs'
+aiohttp client, which the runtime uses, and their default httpx client), so
+the two compare within one run. ``--gc default`` leaves the collector as
+CPython sets it instead of the agent's start-up tuning (``gc_tuning``).
+
 Run: ``python -m benchmarks.load [--sessions 1,100,1000] [--rate 20] [--duration 10]
-[--provider anthropic|openai] [--plot out.png] [--report path]``.
+[--provider anthropic|openai] [--transport aiohttp,httpx] [--gc daemon|default]
+[--plot out.png] [--report path]``.
 """
 
 from __future__ import annotations
@@ -50,6 +56,9 @@ TARGET_RATE_SHARE = 0.9
 """A run 'holds' N x R events/s when the server got at least this share of it out."""
 
 MODES = ("actors", "direct-http", "direct-inproc")
+TRANSPORTS = ("aiohttp", "httpx")
+"""The SDKs' aiohttp client (what ``build_provider`` uses) and their default httpx client."""
+GC_MODES = ("daemon", "default")
 
 
 class PooledProvider:
@@ -76,13 +85,30 @@ class PooledProvider:
 
 
 def build_bench_provider(
-    name: str, base_url: str, sessions: int, pools: int, keepalive: int | None
+    name: str,
+    base_url: str,
+    sessions: int,
+    pools: int,
+    keepalive: int | None,
+    transport: str = "aiohttp",
 ) -> Any:
-    """The production provider (``pools == 1`` and no ``keepalive``), or the pooled what-if."""
+    """The production provider (``pools == 1`` and no ``keepalive``), or the pooled what-if.
+
+    ``transport == "httpx"`` swaps in the SDK's default httpx client, for comparison.
+    """
     from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 
     if pools <= 1 and keepalive is None:
-        return build_provider(name, base_url=base_url, api_key="bench", max_retries=0)
+        http_client: Any = None
+        if transport == "httpx":
+            import anthropic
+            import openai
+
+            sdk: Any = anthropic if name == "anthropic" else openai
+            http_client = sdk.DefaultAsyncHttpxClient()
+        return build_provider(
+            name, base_url=base_url, api_key="bench", max_retries=0, http_client=http_client
+        )
     import httpx2
 
     per_pool = max(1, -(-sessions // max(1, pools)))
@@ -132,16 +158,17 @@ def run_child(
     keepalive: int | None = None,
     gc_threshold: tuple[int, ...] | None = None,
     gc_freeze: bool = False,
+    transport: str = "aiohttp",
+    gc_mode: str = "daemon",
 ) -> dict[str, Any]:
     """Run one configuration in this process and return its figures."""
     import gc
 
-    if gc_threshold:
-        gc.set_threshold(*gc_threshold)
     from benchmarks._direct import DirectRuntime, InProcessProvider
     from toolprep.actors.stream_reader import ModelRoute
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+    from toolprep.runtime.gc_tuning import tune_gc_for_daemon
     from toolprep.runtime.host import Runtime
 
     gc_pauses = h.GcPauses().install()
@@ -155,7 +182,7 @@ def run_child(
         if server is not None:
             base_url = server.base_url + ("/v1" if provider_name == "openai" else "")
             provider: Any = build_bench_provider(
-                provider_name, base_url, sessions, pools, keepalive
+                provider_name, base_url, sessions, pools, keepalive, transport
             )
         else:
             inproc = InProcessProvider("openai" if provider_name == "openai" else "anthropic")
@@ -177,6 +204,10 @@ def run_child(
         pipes = h.make_pipes()
         connection = JsonRpcConnection(pipes.agent_in, pipes.agent_out)
         _agent = AcpAgent(runtime, connection)  # kept alive by the connection's handlers
+        if gc_mode == "daemon":
+            tune_gc_for_daemon()  # where the CLI does it: runtime built, nothing served yet
+        if gc_threshold:
+            gc.set_threshold(*gc_threshold)
         connection.start()
         running = threading.Event()
         running.set()
@@ -317,6 +348,9 @@ def run_child(
     latencies = meter.latencies_ns
     return {
         "mode": mode,
+        "transport": transport if mode != "direct-inproc" else None,
+        "gc": gc_mode,
+        "gc_threshold_in_effect": list(gc.get_threshold()),
         "provider": provider_name,
         "sessions": sessions,
         "rate_per_session": rate if mode != "direct-inproc" else None,
@@ -393,7 +427,9 @@ def _thread_names() -> dict[str, int]:
 # --- orchestration (parent process) ----------------------------------------------------------
 
 
-def _spawn(mode: str, sessions: int, args: argparse.Namespace) -> dict[str, Any]:
+def _spawn(
+    mode: str, sessions: int, args: argparse.Namespace, transport: str = "aiohttp"
+) -> dict[str, Any]:
     """Run one configuration in a fresh interpreter so runs cannot disturb each other."""
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as out:
         out_path = out.name
@@ -425,6 +461,10 @@ def _spawn(mode: str, sessions: int, args: argparse.Namespace) -> dict[str, Any]
             out_path,
             "--http-pools",
             str(args.http_pools),
+            "--transport",
+            transport,
+            "--gc",
+            args.gc,
         ]
         + (["--keepalive", str(args.keepalive)] if args.keepalive is not None else [])
         + (["--gc-threshold", args.gc_threshold] if args.gc_threshold else [])
@@ -512,7 +552,7 @@ def _fmt(value: Any, spec: str = "") -> str:
 
 def print_table(runs: list[dict[str, Any]]) -> None:
     header = (
-        f"{'mode':<14}{'N':>6}{'events/s':>10}{'offered':>9}{'frames/s':>10}{'turns/s':>9}"
+        f"{'mode':<22}{'N':>6}{'events/s':>10}{'offered':>9}{'frames/s':>10}{'turns/s':>9}"
         f"{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}{'preps':>7}{'thr':>5}{'KiB/s':>7}"
         f"{'us/ev':>7}{'cores':>7}{'other':>7}"
     )
@@ -521,7 +561,7 @@ def print_table(runs: list[dict[str, Any]]) -> None:
     for r in runs:
         lat = r["preparing_latency_ms"]
         print(
-            f"{r['mode']:<14}{r['sessions']:>6}{r['events_per_s']:>10.0f}"
+            f"{_label(r):<22}{r['sessions']:>6}{r['events_per_s']:>10.0f}"
             f"{_fmt(r['offered_events_per_s'], '.0f'):>9}"
             f"{r['frames_per_s']:>10.0f}{r['turns_per_s']:>9.1f}"
             f"{_fmt(lat['p50'], '.2f'):>8}{_fmt(lat['p99'], '.2f'):>8}{_fmt(lat['max'], '.1f'):>8}"
@@ -531,6 +571,11 @@ def print_table(runs: list[dict[str, Any]]) -> None:
         )
 
 
+def _label(run: dict[str, Any]) -> str:
+    transport = run.get("transport")
+    return f"{run['mode']}/{transport}" if transport else run["mode"]
+
+
 def print_breakdown(run: dict[str, Any]) -> None:
     busy = sorted(run["cpu"]["by_thread_s"].items(), key=lambda kv: -kv[1])
     window = run["window_s"]
@@ -538,7 +583,7 @@ def print_breakdown(run: dict[str, Any]) -> None:
         f"{name} {sec / window * 100:.0f}%" for name, sec in busy if sec / window >= 0.01
     )
     print(
-        f"  {run['mode']} N={run['sessions']}: CPU by thread (share of one core): {parts}; "
+        f"  {_label(run)} N={run['sessions']}: CPU by thread (share of one core): {parts}; "
         f"loopback server {run['cpu']['loopback_server_s'] / window * 100:.0f}%"
     )
 
@@ -642,6 +687,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per N")
     parser.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic")
     parser.add_argument(
+        "--transport",
+        default="aiohttp",
+        help="comma-separated HTTP clients to run each N over: aiohttp (the runtime's), httpx",
+    )
+    parser.add_argument(
+        "--gc",
+        choices=GC_MODES,
+        default="daemon",
+        help="daemon: the agent's start-up GC tuning (as the CLI does); default: CPython's",
+    )
+    parser.add_argument(
         "--ramp", type=float, default=1.0, help="seconds over which first prompts start"
     )
     parser.add_argument(
@@ -697,6 +753,10 @@ def main(argv: list[str] | None = None) -> int:
     counts = [int(x) for x in args.sessions.split(",") if x.strip()]
     if not counts or min(counts) < 1:
         parser.error("--sessions needs positive counts")
+    transports = [t.strip() for t in args.transport.split(",") if t.strip()]
+    unknown = sorted(set(transports) - set(TRANSPORTS))
+    if not transports or unknown:
+        parser.error(f"--transport takes {', '.join(TRANSPORTS)} (got {args.transport!r})")
 
     if args.child:
         result = run_child(
@@ -711,6 +771,8 @@ def main(argv: list[str] | None = None) -> int:
             args.keepalive,
             tuple(int(x) for x in args.gc_threshold.split(",")) if args.gc_threshold else None,
             args.gc_freeze,
+            transports[0],
+            args.gc,
         )
         h.write_report(args.child_out, result)
         return 0
@@ -718,11 +780,12 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     http_runs: list[dict[str, Any]] = []
     for n in counts:
-        print(f"actors        N={n}: running ...", flush=True)
-        runs.append(_spawn("actors", n, args))
-        if not args.no_http_baseline:
-            print(f"direct-http   N={n}: running ...", flush=True)
-            http_runs.append(_spawn("direct-http", n, args))
+        for transport in transports:
+            print(f"actors/{transport:<8} N={n}: running ...", flush=True)
+            runs.append(_spawn("actors", n, args, transport))
+            if not args.no_http_baseline:
+                print(f"direct-http/{transport:<8} N={n}: running ...", flush=True)
+                http_runs.append(_spawn("direct-http", n, args, transport))
     baseline: dict[str, Any] | None = None
     if not args.no_inproc_baseline:
         print(f"direct-inproc N={max(counts)}: running ...", flush=True)
@@ -741,13 +804,28 @@ def main(argv: list[str] | None = None) -> int:
     for r in runs:
         lag = r["stream_loop_lag_ms"]
         gcp = r["gc_pauses"]
+        gc_max = max(
+            (g["max_ms"] for k, g in gcp.items() if k.startswith("gen") and g["max_ms"]),
+            default=None,
+        )
         print(
-            f"  actors N={r['sessions']}: stream-loop lag p50 {lag['p50']} / p99 {lag['p99']} "
+            f"  {_label(r)} N={r['sessions']}: gc pause max {gc_max} ms; "
+            f"stream-loop lag p50 {lag['p50']} / p99 {lag['p99']} "
             f"/ max {lag['max']} ms; gc gen2 {gcp['gen2']['count']}x "
             f"max {gcp['gen2']['max_ms']} ms, all gens {gcp['share_of_window']:.1%} of the window; "
             f"threads at peak {r['threads']['names_at_peak']}"
         )
-    targets = evaluate(runs, baseline, {r["sessions"]: r for r in http_runs})
+    # Targets are judged on the runtime's own transport (the first one listed).
+    targets = evaluate(
+        [r for r in runs if r["transport"] == transports[0]],
+        baseline,
+        {r["sessions"]: r for r in http_runs if r["transport"] == transports[0]},
+    )
+    for n in counts:
+        by_transport = {r["transport"]: r for r in runs if r["sessions"] == n}
+        if len(by_transport) > 1:
+            per_event = {t: r["cpu"]["per_event_us"] for t, r in by_transport.items()}
+            print(f"  N={n}: CPU us per provider event by transport {per_event}")
     print()
     for t in targets.values():
         detail = {k: v for k, v in t.items() if k not in ("target", "verdict")}
@@ -760,6 +838,8 @@ def main(argv: list[str] | None = None) -> int:
             "rate": args.rate,
             "duration": args.duration,
             "provider": args.provider,
+            "transports": transports,
+            "gc": args.gc,
             "ramp": args.ramp,
             "warmup": args.warmup,
             "inproc_duration": args.inproc_duration,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import sys
@@ -12,6 +11,7 @@ import time
 from collections.abc import Sequence
 
 from toolprep.runtime.config import build_routes, resolve_settings, scrubbed_variable_names
+from toolprep.runtime.gc_tuning import tune_gc_for_daemon
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.stop_signals import StopSignals
@@ -172,9 +172,7 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
     protocol_in = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
     connection = JsonRpcConnection(protocol_in, protocol_out, max_line_bytes=args.max_line_bytes)
     agent = AcpAgent(runtime, connection)
-    # Everything imported and built so far lives as long as the process: keep it out of
-    # the collector's full passes, which otherwise stall every stream now and then.
-    gc.freeze()
+    tune_gc_for_daemon()
     agent.serve(lambda: stop.requested)
     return 0
 

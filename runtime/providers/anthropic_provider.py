@@ -1,5 +1,9 @@
 """Anthropic Messages provider: official SDK for transport, our adapter for the stream.
 
+The request goes out through the SDK's public ``post`` with a body we
+serialised once (see ``request_body``); the SDK still supplies auth,
+headers, base URL, its retries and typed status errors.
+
 ``build_messages_params`` turns provider-neutral history into the Messages
 API shape: user/model turns become user/assistant messages (consecutive
 turns of one role merged, since the API wants them alternating), thoughts
@@ -33,10 +37,14 @@ from toolprep.runtime.providers.anthropic_adapter import (
 )
 from toolprep.runtime.providers.base import ModelRequest, StreamError
 from toolprep.runtime.providers.history import MISSING_RESULT, tool_result_text
+from toolprep.runtime.providers.request_body import encode_request_body
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
 
-__all__ = ["AnthropicProvider", "build_messages_params"]
+__all__ = ["MESSAGES_PATH", "AnthropicProvider", "build_messages_params"]
+
+MESSAGES_PATH = "/v1/messages"
+"""Where ``client.messages.create`` posts, relative to the client's base URL."""
 
 
 def _blocks(content: Content) -> list[dict[str, Any]]:
@@ -161,16 +169,19 @@ class AnthropicProvider:
         await self.client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
-        params = build_messages_params(request)
+        body = encode_request_body({**build_messages_params(request), "stream": True})
         adapter = AnthropicStreamAdapter()
         try:
-            async with self.client.messages.with_streaming_response.create(
-                **params, stream=True
-            ) as response:
+            response = await self.client.post(
+                MESSAGES_PATH, cast_to=httpx2.Response, content=body, stream=True
+            )
+            try:
                 async for chunk in pump_sse(
-                    response.http_response, adapter, max_event_bytes=self.max_event_bytes
+                    response, adapter, max_event_bytes=self.max_event_bytes
                 ):
                     yield chunk
+            finally:
+                await response.aclose()
         except StreamError:
             raise
         except anthropic.APIStatusError as exc:

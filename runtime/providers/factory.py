@@ -5,6 +5,14 @@ client) is built per process and shared by every session and stream.
 ``max_retries`` is the SDK's retry budget for failures *before* the stream
 starts (connect errors, 429/5xx answers); failures mid-stream are the
 supervisor's to retry, with its own policy.
+
+The SDKs' aiohttp client carries the requests unless a caller brings its
+own ``http_client``: under a thousand concurrent streams the default httpx
+stack (a pure-Python HTTP parser, and a pool that scans every connection
+per request and per close) costs about as much CPU per provider event as
+everything else in the runtime together. The aiohttp session opens lazily
+on the loop of the first stream and belongs to it; ``Provider.aclose`` must
+run on that same loop.
 """
 
 from __future__ import annotations
@@ -42,7 +50,9 @@ def build_provider(
     Keys default to the SDKs' environment variables. An OpenAI-compatible
     server given by ``base_url`` may need no key at all, so one is only
     required for the default OpenAI endpoint. ``max_event_bytes`` caps one
-    SSE event of a response (see ``SseDecoder``).
+    SSE event of a response (see ``SseDecoder``). ``http_client`` replaces the
+    SDK's aiohttp client (tests and the replay provider pass an httpx client
+    with a transport of their own); ``timeout`` applies either way, per request.
     """
     if name == "anthropic":
         anthropic_client = anthropic.AsyncAnthropic(
@@ -50,7 +60,7 @@ def build_provider(
             base_url=base_url,
             max_retries=max_retries,
             timeout=timeout,
-            http_client=http_client,
+            http_client=http_client or anthropic.DefaultAioHttpClient(),
         )
         return AnthropicProvider(anthropic_client, max_event_bytes=max_event_bytes)
     if name == "openai":
@@ -67,7 +77,7 @@ def build_provider(
             base_url=base_url,
             max_retries=max_retries,
             timeout=timeout,
-            http_client=http_client,
+            http_client=http_client or openai.DefaultAioHttpClient(),
         )
         return OpenAIProvider(openai_client, max_event_bytes=max_event_bytes)
     raise ValueError(f"unknown provider {name!r}: use anthropic or openai")

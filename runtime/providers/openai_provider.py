@@ -14,6 +14,10 @@ gets an error result, since every ``tool_calls`` id must be answered.
 ``max_tokens`` while many compatible servers only know it. By default the
 newer ``max_completion_tokens`` is used for api.openai.com and
 ``max_tokens`` for every other base URL.
+
+The request goes out through the SDK's public ``post`` with a body we
+serialised once (see ``request_body``); the SDK still supplies auth,
+headers, base URL, its retries and typed status errors.
 """
 
 from __future__ import annotations
@@ -36,10 +40,14 @@ from toolprep.messages.content import (
 from toolprep.runtime.providers.base import ModelRequest, StreamError
 from toolprep.runtime.providers.history import MISSING_RESULT, tool_result_text
 from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
+from toolprep.runtime.providers.request_body import encode_request_body
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
 
-__all__ = ["MaxTokensField", "OpenAIProvider", "build_chat_params"]
+__all__ = ["CHAT_COMPLETIONS_PATH", "MaxTokensField", "OpenAIProvider", "build_chat_params"]
+
+CHAT_COMPLETIONS_PATH = "/chat/completions"
+"""Where ``client.chat.completions.create`` posts, relative to the client's base URL."""
 
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 
@@ -165,15 +173,24 @@ class OpenAIProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
         params = build_chat_params(request, max_tokens_field=self.max_tokens_field)
+        body = encode_request_body({**params, "stream": True})
         adapter = OpenAIStreamAdapter(t.name for t in request.tools)
         try:
-            async with self.client.chat.completions.with_streaming_response.create(
-                **params, stream=True
-            ) as response:
+            response = await self.client.post(
+                CHAT_COMPLETIONS_PATH,
+                cast_to=httpx2.Response,
+                content=body,
+                # what ``create()`` asks for: the API key as a bearer token, no admin key
+                options={"security": {"bearer_auth": True}},
+                stream=True,
+            )
+            try:
                 async for chunk in pump_sse(
-                    response.http_response, adapter, max_event_bytes=self.max_event_bytes
+                    response, adapter, max_event_bytes=self.max_event_bytes
                 ):
                     yield chunk
+            finally:
+                await response.aclose()
         except StreamError:
             raise
         except openai.APIStatusError as exc:

@@ -7,9 +7,6 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-import anthropic
-import openai
-
 from tests.support.fixtures import PROVIDER_TRANSCRIPTS
 from toolprep.messages.content import (
     FunctionCallPart,
@@ -18,9 +15,8 @@ from toolprep.messages.content import (
     ThoughtPart,
 )
 from toolprep.messages.preparation import get_preparations
-from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
-from toolprep.runtime.providers.openai_provider import OpenAIProvider
+from toolprep.runtime.providers.factory import build_provider
 from toolprep.runtime.providers.sse import decode_sse
 
 FIXTURES = PROVIDER_TRANSCRIPTS
@@ -64,15 +60,17 @@ def run_adapter(adapter: Any, sse: str | bytes) -> list[GenerateContentResponse]
     return out
 
 
-def anthropic_provider(base_url: str, *, max_retries: int = 0) -> AnthropicProvider:
-    return AnthropicProvider(
-        anthropic.AsyncAnthropic(base_url=base_url, api_key="test-key", max_retries=max_retries)
+def anthropic_provider(base_url: str, *, max_retries: int = 0) -> Provider:
+    """The production build: the SDK over its aiohttp client."""
+    return build_provider(
+        "anthropic", base_url=base_url, api_key="test-key", max_retries=max_retries
     )
 
 
-def openai_provider(base_url: str, *, max_retries: int = 0) -> OpenAIProvider:
-    return OpenAIProvider(
-        openai.AsyncOpenAI(base_url=base_url + "/v1", api_key="test-key", max_retries=max_retries)
+def openai_provider(base_url: str, *, max_retries: int = 0) -> Provider:
+    """The production build: the SDK over its aiohttp client."""
+    return build_provider(
+        "openai", base_url=base_url + "/v1", api_key="test-key", max_retries=max_retries
     )
 
 
