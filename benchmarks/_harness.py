@@ -92,9 +92,14 @@ class LoopbackServer:
 
 
 @contextmanager
-def loopback_server(rate: float, *, stall: bool = False) -> Iterator[LoopbackServer]:
-    """Start the provider process, yield it once it listens, always stop it."""
-    command = [sys.executable, "-m", "benchmarks.sse_server", "--rate", str(rate)]
+def loopback_server(
+    rate: float, *, stall: bool = False, tool: str = "bench_tool"
+) -> Iterator[LoopbackServer]:
+    """Start the provider process, yield it once it listens, always stop it.
+
+    ``tool`` is what its tool calls name (``benchmarks.sse_server.TOOLS``).
+    """
+    command = [sys.executable, "-m", "benchmarks.sse_server", "--rate", str(rate), "--tool", tool]
     if stall:
         command.append("--stall")
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
@@ -339,6 +344,7 @@ class AcpClient:
         self._pending_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.input_closed = False
         self.lines_read = 0
         self.bytes_read = 0
         self.errors: list[Line] = []
@@ -426,7 +432,10 @@ class AcpClient:
                 return
 
     def close_input(self) -> None:
-        """End the agent's input (EOF), after everything queued was written."""
+        """End the agent's input (EOF), after everything queued was written; idempotent."""
+        if self.input_closed:
+            return
+        self.input_closed = True
         self._outbox.put(None)
         self.writer.join(timeout=10)
         with suppress(OSError):
@@ -490,6 +499,98 @@ def make_pipes() -> Pipes:
     c2a_r, c2a_w = os.pipe()
     a2c_r, a2c_w = os.pipe()
     return Pipes(os.fdopen(c2a_r, "rb"), os.fdopen(a2c_w, "wb"), c2a_w, a2c_r)
+
+
+API_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+@dataclass
+class CliAgent:
+    """``toolprep acp`` in its own process, its stdio on two pipes this process holds the ends of.
+
+    ``to_agent`` belongs to whoever writes the agent's input (an ``AcpClient``
+    closes it to end the input); ``from_agent`` is closed when the agent is
+    reaped.
+    """
+
+    process: subprocess.Popen[bytes]
+    to_agent: int
+    from_agent: int
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def cpu_seconds(self) -> float:
+        return process_cpu_seconds(self.pid)
+
+    def threads(self) -> int:
+        return os_threads(self.pid)
+
+    def rss_kib(self) -> int:
+        return rss_kib(self.pid)
+
+
+def cli_agent_command(provider: str, base_url: str, extra_args: Sequence[str] = ()) -> list[str]:
+    """The command an editor would run, pointed at a loopback provider (no retries)."""
+    return [
+        sys.executable,
+        "-m",
+        "toolprep.runtime.cli",
+        "acp",
+        "--provider",
+        provider,
+        "--base-url",
+        base_url,
+        "--model",
+        "bench",
+        "--max-retries",
+        "0",
+        *extra_args,
+    ]
+
+
+@contextmanager
+def cli_agent(
+    provider: str, base_url: str, extra_args: Sequence[str] = (), exit_timeout: float = 15.0
+) -> Iterator[CliAgent]:
+    """Start ``toolprep acp`` with a dummy API key; on exit wait for it to end, else kill it.
+
+    The agent exits by itself once its input ends, so the caller closes
+    ``to_agent`` first; a run that failed before that gets the process
+    terminated instead.
+    """
+    if provider not in API_KEY_VARIABLES:
+        raise ValueError(f"no API key variable known for provider {provider!r}")
+    c2a_r, c2a_w = os.pipe()
+    a2c_r, a2c_w = os.pipe()
+    env = {**os.environ, API_KEY_VARIABLES[provider]: "bench"}
+    try:
+        process = subprocess.Popen(
+            cli_agent_command(provider, base_url, extra_args),
+            stdin=c2a_r,
+            stdout=a2c_w,
+            cwd=REPO,
+            env=env,
+        )
+    except BaseException:
+        for fd in (c2a_r, c2a_w, a2c_r, a2c_w):
+            os.close(fd)
+        raise
+    os.close(c2a_r)
+    os.close(a2c_w)
+    try:
+        yield CliAgent(process, c2a_w, a2c_r)
+    except BaseException:
+        process.terminate()
+        raise
+    finally:
+        try:
+            process.wait(timeout=exit_timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        os.close(a2c_r)
 
 
 def preparing_stamp_ns(update: dict[str, Any]) -> int | None:

@@ -26,9 +26,20 @@ aiohttp client, which the runtime uses, and their default httpx client), so
 the two compare within one run. ``--gc default`` leaves the collector as
 CPython sets it instead of the agent's start-up tuning (``gc_tuning``).
 
-Run: ``python -m benchmarks.load [--sessions 1,100,1000] [--rate 20] [--duration 10]
-[--provider anthropic|openai] [--transport aiohttp,httpx] [--gc daemon|default]
-[--plot out.png] [--report path]``.
+``--mode cli`` drives the real command instead: ``toolprep acp --provider P
+--base-url <loopback>`` in its own process (dummy API key, no retries), its
+stdin and stdout on two pipes, with the very same editor side (``AcpClient``
+and drain thread) and the same per-session loop. Its tools are the built-in
+ones, so the loopback provider's tool calls are ``read_file`` of a 20-line
+file in the session's directory (no permission needed). CPU is that
+process's (``/proc/<pid>/stat``: all of it is the agent's), threads and RSS
+its ``/proc/<pid>/status``. ``--mode embedded,cli`` runs both per N and
+prints each figure of the CLI as a ratio of the embedded one of the same run;
+``--cli-args`` passes options through to ``toolprep acp`` untouched.
+
+Run: ``python -m benchmarks.load [--mode embedded,cli] [--sessions 1,100,1000] [--rate 20]
+[--duration 10] [--provider anthropic|openai] [--transport aiohttp,httpx] [--gc daemon|default]
+[--cli-args=ARGS] [--plot out.png] [--report path]``.
 """
 
 from __future__ import annotations
@@ -36,15 +47,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from benchmarks import _harness as h
+from benchmarks.sse_server import BENCH_FILE
 
 DEFAULT_REPORT = h.REPORTS / "load.json"
 
@@ -55,7 +70,18 @@ TARGET_OVERHEAD = 1.5
 TARGET_RATE_SHARE = 0.9
 """A run 'holds' N x R events/s when the server got at least this share of it out."""
 
-MODES = ("actors", "direct-http", "direct-inproc")
+AGENT_MODES = ("embedded", "cli")
+"""``--mode``: the runtime in the benchmark's process, or the ``toolprep acp`` command."""
+MODES = ("actors", "cli", "direct-http", "direct-inproc")
+"""What one child run drives: ``actors`` is the embedded runtime, ``cli`` the command."""
+RATIO_FIGURES = {
+    "events/s": ("events_per_s",),
+    "p99": ("preparing_latency_ms", "p99"),
+    "us/ev": ("cpu", "per_event_us"),
+    "threads": ("threads", "peak"),
+    "KiB/session": ("rss_kib", "per_idle_session"),
+}
+"""Figures compared between modes of one run, as paths into a run's report."""
 TRANSPORTS = ("aiohttp", "httpx")
 """The SDKs' aiohttp client (what ``build_provider`` uses) and their default httpx client."""
 GC_MODES = ("daemon", "default")
@@ -143,7 +169,118 @@ class _Meter:
         self.turns_window = 0
         self.stop_reasons: dict[str, int] = {}
         self.prompt_errors = 0
+        self.failed_tool_calls = 0
         self.in_flight = 0
+
+
+class _AgentUnderTest(Protocol):
+    """The agent a run drives over its stdio, wherever it runs, and the meters that fit it."""
+
+    agent: str
+    to_agent: int
+    from_agent: int
+    hosts_harness: bool
+    """True when the editor-side threads run in the agent's process (their CPU is subtracted)."""
+    pids: tuple[int, ...]
+    """Processes besides this one whose CPU is the agent's."""
+
+    def cpu_seconds(self) -> float: ...
+    def threads(self) -> int: ...
+    def rss_kib(self) -> int: ...
+    def settled_rss_kib(self) -> int: ...
+    def thread_names(self) -> dict[str, int]: ...
+    def cpu_by_thread(self) -> dict[str, float]: ...
+    def close_session(self, session_id: str) -> None: ...
+    def shutdown(self) -> None: ...
+
+
+class _EmbeddedAgent:
+    """The real ``AcpAgent`` and ``JsonRpcConnection`` in this process, on two ``os.pipe``s."""
+
+    agent = "embedded"
+    hosts_harness = True
+    pids: tuple[int, ...] = ()
+
+    def __init__(self, runtime: Any, gc_mode: str, gc_threshold: tuple[int, ...] | None) -> None:
+        import gc
+
+        from toolprep.runtime.acp.agent import AcpAgent
+        from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+        from toolprep.runtime.gc_tuning import tune_gc_for_daemon
+
+        self.runtime = runtime
+        pipes = h.make_pipes()
+        self.to_agent, self.from_agent = pipes.client_w, pipes.client_r
+        self.connection = JsonRpcConnection(pipes.agent_in, pipes.agent_out)
+        self._agent = AcpAgent(runtime, self.connection)  # kept alive here and by its handlers
+        if gc_mode == "daemon":
+            tune_gc_for_daemon()  # where the CLI does it: runtime built, nothing served yet
+        if gc_threshold:
+            gc.set_threshold(*gc_threshold)
+        self.connection.start()
+
+    def cpu_seconds(self) -> float:
+        return h.process_cpu_seconds()
+
+    def threads(self) -> int:
+        return h.os_threads()
+
+    def rss_kib(self) -> int:
+        return h.rss_kib()
+
+    def settled_rss_kib(self) -> int:
+        return h.settle_memory()
+
+    def thread_names(self) -> dict[str, int]:
+        return _thread_names()
+
+    def cpu_by_thread(self) -> dict[str, float]:
+        return h.cpu_by_thread()
+
+    def close_session(self, session_id: str) -> None:
+        self.runtime.close_session(session_id)
+
+    def shutdown(self) -> None:
+        self.runtime.shutdown()
+        self.connection.close()
+
+
+class _CliProcessAgent:
+    """``toolprep acp`` in its own process: meters read ``/proc/<pid>``, nothing is subtracted."""
+
+    agent = "cli"
+    hosts_harness = False
+
+    def __init__(self, process: h.CliAgent) -> None:
+        self.process = process
+        self.to_agent = process.to_agent
+        self.from_agent = process.from_agent
+        self.pids: tuple[int, ...] = (process.pid,)
+
+    def cpu_seconds(self) -> float:
+        return self.process.cpu_seconds()
+
+    def threads(self) -> int:
+        return self.process.threads()
+
+    def rss_kib(self) -> int:
+        return self.process.rss_kib()
+
+    def settled_rss_kib(self) -> int:
+        time.sleep(0.5)  # another process's garbage cannot be collected from here: let it idle
+        return self.process.rss_kib()
+
+    def thread_names(self) -> dict[str, int]:
+        return {}  # Python thread names are not visible from outside the process
+
+    def cpu_by_thread(self) -> dict[str, float]:
+        return {}
+
+    def close_session(self, session_id: str) -> None:
+        """ACP has no request to close a session: the warm-up session stays open, idle."""
+
+    def shutdown(self) -> None:
+        """The process ends by itself once its input does."""
 
 
 def run_child(
@@ -160,39 +297,52 @@ def run_child(
     gc_freeze: bool = False,
     transport: str = "aiohttp",
     gc_mode: str = "daemon",
+    cli_args: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Run one configuration in this process and return its figures."""
+    """Run one configuration in this process (``cli``: against a ``toolprep acp`` child)."""
     import gc
 
     from benchmarks._direct import DirectRuntime, InProcessProvider
     from toolprep.actors.stream_reader import ModelRoute
-    from toolprep.runtime.acp.agent import AcpAgent
-    from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
-    from toolprep.runtime.gc_tuning import tune_gc_for_daemon
     from toolprep.runtime.host import Runtime
 
-    gc_pauses = h.GcPauses().install()
-    threads_before = h.os_threads()
-    rss_start = h.rss_kib()
-    server_cm = h.loopback_server(rate) if mode != "direct-inproc" else None
-    server = server_cm.__enter__() if server_cm is not None else None
-    inproc: InProcessProvider | None = None
-    try:
-        registry = h.bench_registry()
-        if server is not None:
-            base_url = server.base_url + ("/v1" if provider_name == "openai" else "")
-            provider: Any = build_bench_provider(
-                provider_name, base_url, sessions, pools, keepalive, transport
-            )
-        else:
-            inproc = InProcessProvider("openai" if provider_name == "openai" else "anthropic")
-            provider = inproc
-        routes = [ModelRoute(provider, "bench")]
-        runtime: Any = (
-            Runtime(routes, registry) if mode == "actors" else DirectRuntime(routes, registry)
+    with ExitStack() as stack:
+        gc_pauses = h.GcPauses().install()
+        stack.callback(gc_pauses.remove)
+        threads_before = h.os_threads()
+        rss_start = h.rss_kib()
+        tool = "read_file" if mode == "cli" else "bench_tool"
+        server = (
+            stack.enter_context(h.loopback_server(rate, tool=tool))
+            if mode != "direct-inproc"
+            else None
         )
-        stream_loop = _stream_loop(runtime)
-        lag = h.LoopLagProbe(stream_loop).start()
+        base_url = (
+            server.base_url + ("/v1" if provider_name == "openai" else "")
+            if server is not None
+            else ""
+        )
+        inproc: InProcessProvider | None = None
+        lag: h.LoopLagProbe | None = None
+        agent: _AgentUnderTest
+        if mode == "cli":
+            process = stack.enter_context(h.cli_agent(provider_name, base_url, cli_args))
+            agent = _CliProcessAgent(process)
+        else:
+            registry = h.bench_registry()
+            if server is not None:
+                provider: Any = build_bench_provider(
+                    provider_name, base_url, sessions, pools, keepalive, transport
+                )
+            else:
+                inproc = InProcessProvider("openai" if provider_name == "openai" else "anthropic")
+                provider = inproc
+            routes = [ModelRoute(provider, "bench")]
+            runtime: Any = (
+                Runtime(routes, registry) if mode == "actors" else DirectRuntime(routes, registry)
+            )
+            lag = h.LoopLagProbe(_stream_loop(runtime)).start()
+            agent = _EmbeddedAgent(runtime, gc_mode, gc_threshold)
 
         def events_now() -> int:
             if server is not None:
@@ -201,20 +351,14 @@ def run_child(
             return inproc.events
 
         meter = _Meter()
-        pipes = h.make_pipes()
-        connection = JsonRpcConnection(pipes.agent_in, pipes.agent_out)
-        _agent = AcpAgent(runtime, connection)  # kept alive by the connection's handlers
-        if gc_mode == "daemon":
-            tune_gc_for_daemon()  # where the CLI does it: runtime built, nothing served yet
-        if gc_threshold:
-            gc.set_threshold(*gc_threshold)
-        connection.start()
         running = threading.Event()
         running.set()
         lock = threading.Lock()
 
         def on_update(session_id: str, update: dict[str, Any], read_ns: int) -> None:
             meter.frames += 1
+            if update.get("status") == "failed":
+                meter.failed_tool_calls += 1  # a run whose tool calls fail measures the wrong path
             if not meter.recording:
                 return
             meter.frames_window += 1
@@ -223,9 +367,14 @@ def run_child(
                 meter.preparing_window += 1
                 meter.latencies_ns.append(read_ns - stamp)
 
-        client = h.AcpClient(pipes.client_w, pipes.client_r, on_update)
+        client = h.AcpClient(agent.to_agent, agent.from_agent, on_update)
+        stack.callback(client.close_input)  # before the agent is reaped: its input must end
         client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        workdir = tempfile.mkdtemp(prefix="toolprep-load-")
+        workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="toolprep-load-"))
+        Path(workdir, BENCH_FILE).write_text(
+            "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
+        )
+        threads_started = agent.threads()
 
         def prompt(session_id: str) -> None:
             with lock:
@@ -254,8 +403,8 @@ def run_child(
 
         # A throw-away session first, so lazy one-time set-up is not billed to sessions.
         warm = client.call("session/new", {"cwd": workdir, "mcpServers": []})["result"]["sessionId"]
-        runtime.close_session(warm)
-        rss_idle_before = h.settle_memory()
+        agent.close_session(warm)
+        rss_idle_before = agent.settled_rss_kib()
         opened: list[str] = []
         all_open = threading.Event()
 
@@ -269,22 +418,22 @@ def run_child(
         if not all_open.wait(60):
             raise RuntimeError(f"only {len(opened)} of {sessions} sessions opened")
         time.sleep(0.3)  # let the roles take in SessionOpened / AttachSink
-        rss_idle_after = h.settle_memory()
+        rss_idle_after = agent.settled_rss_kib()
         if gc_freeze:
             gc.freeze()  # everything alive now is start-up state: keep it out of every later scan
-        threads_idle = h.os_threads()
+        threads_idle = agent.threads()
 
         peak_threads = threads_idle
         peak_rss = rss_idle_after
-        threads_at_peak = _thread_names()
+        threads_at_peak = agent.thread_names()
 
         def sample() -> None:
             nonlocal peak_threads, peak_rss, threads_at_peak
-            threads = h.os_threads()
+            threads = agent.threads()
             if threads > peak_threads:
                 peak_threads = threads
-                threads_at_peak = _thread_names()
-            peak_rss = max(peak_rss, h.rss_kib())
+                threads_at_peak = agent.thread_names()
+            peak_rss = max(peak_rss, agent.rss_kib())
 
         start = time.monotonic()
         for session_id, offset in zip(opened, h.stagger(sessions, ramp), strict=False):
@@ -301,23 +450,27 @@ def run_child(
 
         harness = [threading.main_thread(), *client.harness_threads()]
         events0 = events_now()
-        cpu0 = h.process_cpu_seconds()
+        cpu0 = agent.cpu_seconds()
         harness0 = sum(h.thread_cpu_seconds(t) for t in harness)
-        by_thread0 = h.cpu_by_thread()
+        by_thread0 = agent.cpu_by_thread()
         server_cpu0 = server.cpu_seconds() if server is not None else 0.0
-        foreign = h.ForeignLoad(*([server.process.pid] if server is not None else []))
+        foreign = h.ForeignLoad(*([server.process.pid] if server is not None else []), *agent.pids)
         t0 = time.monotonic()
-        meter.recording = lag.recording = gc_pauses.recording = True
+        meter.recording = gc_pauses.recording = True
+        if lag is not None:
+            lag.recording = True
         window_end = t0 + duration
         while time.monotonic() < window_end:
             sample()
             time.sleep(min(0.1, max(0.0, window_end - time.monotonic())))
-        meter.recording = lag.recording = gc_pauses.recording = False
+        meter.recording = gc_pauses.recording = False
+        if lag is not None:
+            lag.recording = False
         t1 = time.monotonic()
         events1 = events_now()
-        cpu1 = h.process_cpu_seconds()
+        cpu1 = agent.cpu_seconds()
         harness1 = sum(h.thread_cpu_seconds(t) for t in harness)
-        by_thread1 = h.cpu_by_thread()
+        by_thread1 = agent.cpu_by_thread()
         server_cpu1 = server.cpu_seconds() if server is not None else 0.0
         foreign_cores = foreign.cores()
 
@@ -330,27 +483,28 @@ def run_child(
             sample()
             time.sleep(0.1)
         unfinished = meter.in_flight
-        lag.stop()
-        runtime.shutdown()
-        connection.close()
+        if lag is not None:
+            lag.stop()
+        agent.shutdown()
         client.close_input()
-        client.wait_drained(10)
-    finally:
-        gc_pauses.remove()
-        if server_cm is not None:
-            server_cm.__exit__(None, None, None)
+        client.wait_drained(15)
 
     window = t1 - t0
     events = events1 - events0
-    process_cpu = cpu1 - cpu0
+    agent_cpu = cpu1 - cpu0
     harness_cpu = harness1 - harness0
-    runtime_cpu = process_cpu - harness_cpu
+    runtime_cpu = agent_cpu - harness_cpu if agent.hosts_harness else agent_cpu
+    with_harness = agent_cpu if agent.hosts_harness else agent_cpu + harness_cpu
     latencies = meter.latencies_ns
+    embedded = agent.agent == "embedded"
     return {
         "mode": mode,
+        "agent": agent.agent,
+        "cli_args": list(cli_args) if not embedded else None,
+        "tool": tool,
         "transport": transport if mode != "direct-inproc" else None,
-        "gc": gc_mode,
-        "gc_threshold_in_effect": list(gc.get_threshold()),
+        "gc": gc_mode if embedded else "daemon",
+        "gc_threshold_in_effect": list(gc.get_threshold()) if embedded else None,
         "provider": provider_name,
         "sessions": sessions,
         "rate_per_session": rate if mode != "direct-inproc" else None,
@@ -364,32 +518,33 @@ def run_child(
         "preparing_latency_ms": h.summarize_ms(latencies),
         "preparing_latency_sample_ms": [round(v / 1e6, 3) for v in h.reservoir(latencies, 4000)],
         "threads": {
-            "before_runtime": threads_before,
+            "before_runtime": threads_before if embedded else None,
+            "agent_started": threads_started,
             "idle_with_sessions": threads_idle,
             "peak": peak_threads,
-            "harness": len(harness),
+            "harness": len(harness) if embedded else 0,
             "names_at_peak": threads_at_peak,
         },
         "rss_kib": {
-            "process_start": rss_start,
+            "process_start": rss_start if embedded else None,
             "before_sessions": rss_idle_before,
             "after_sessions": rss_idle_after,
             "per_idle_session": round((rss_idle_after - rss_idle_before) / sessions, 2),
             "peak_under_load": peak_rss,
         },
         "cpu": {
-            "process_s": round(process_cpu, 3),
+            "process_s": round(agent_cpu, 3),
             "harness_s": round(harness_cpu, 3),
             "runtime_s": round(runtime_cpu, 3),
             "runtime_cores": round(runtime_cpu / window, 3),
             "per_event_us": round(runtime_cpu / events * 1e6, 2) if events else None,
-            "per_event_us_with_harness": round(process_cpu / events * 1e6, 2) if events else None,
+            "per_event_us_with_harness": round(with_harness / events * 1e6, 2) if events else None,
             "by_thread_s": h.cpu_delta(by_thread0, by_thread1),
             "loopback_server_s": round(server_cpu1 - server_cpu0, 3),
             "other_processes_cores": foreign_cores,
         },
-        "stream_loop_lag_ms": h.summarize_ms(lag.lags_ns),
-        "gc_pauses": gc_pauses.summary(window),
+        "stream_loop_lag_ms": h.summarize_ms(lag.lags_ns) if lag is not None else None,
+        "gc_pauses": gc_pauses.summary(window) if embedded else None,
         "what_if": {
             "http_pools": pools,
             "keepalive": keepalive,
@@ -398,6 +553,7 @@ def run_child(
         },
         "stop_reasons": meter.stop_reasons,
         "prompt_errors": meter.prompt_errors,
+        "failed_tool_calls": meter.failed_tool_calls,
         "unfinished_turns_at_exit": unfinished,
         "client_errors": len(client.errors),
     }
@@ -469,6 +625,7 @@ def _spawn(
         + (["--keepalive", str(args.keepalive)] if args.keepalive is not None else [])
         + (["--gc-threshold", args.gc_threshold] if args.gc_threshold else [])
         + (["--gc-freeze"] if args.gc_freeze else [])
+        + ([f"--cli-args={args.cli_args}"] if mode == "cli" and args.cli_args else [])
     )
     try:
         subprocess.run(
@@ -478,6 +635,36 @@ def _spawn(
         return result
     finally:
         os.unlink(out_path)
+
+
+def _figure(run: dict[str, Any], path: Sequence[str]) -> Any:
+    value: Any = run
+    for key in path:
+        value = value[key]
+    return value
+
+
+def mode_ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each CLI run's figures over the embedded run of the same N and transport (same run)."""
+    embedded = {(r["sessions"], r["transport"]): r for r in runs if r["agent"] == "embedded"}
+    out: list[dict[str, Any]] = []
+    for run in runs:
+        base = embedded.get((run["sessions"], run["transport"]))
+        if run["agent"] == "embedded" or base is None:
+            continue
+        out.append(
+            {
+                "mode": run["mode"],
+                "against": base["mode"],
+                "sessions": run["sessions"],
+                "transport": run["transport"],
+                "ratios": {
+                    name: _ratio(_figure(run, path), _figure(base, path))
+                    for name, path in RATIO_FIGURES.items()
+                },
+            }
+        )
+    return out
 
 
 def _verdict(ok: bool) -> str:
@@ -581,7 +768,7 @@ def print_breakdown(run: dict[str, Any]) -> None:
     window = run["window_s"]
     parts = ", ".join(
         f"{name} {sec / window * 100:.0f}%" for name, sec in busy if sec / window >= 0.01
-    )
+    ) or ("not visible from outside the process" if run["agent"] == "cli" else "-")
     print(
         f"  {_label(run)} N={run['sessions']}: CPU by thread (share of one core): {parts}; "
         f"loopback server {run['cpu']['loopback_server_s'] / window * 100:.0f}%"
@@ -589,7 +776,10 @@ def print_breakdown(run: dict[str, Any]) -> None:
 
 
 def plot(path: Path, runs: list[dict[str, Any]], http_runs: list[dict[str, Any]]) -> bool:
-    """Latency distribution per N, and events/s and p99 against N. Needs matplotlib."""
+    """Latency distribution per run, and events/s and p99 against N, one line per mode.
+
+    Needs matplotlib.
+    """
     try:
         import matplotlib
 
@@ -606,7 +796,9 @@ def plot(path: Path, runs: list[dict[str, Any]], http_runs: list[dict[str, Any]]
         ys = [(i + 1) / len(sample) for i in range(len(sample))]
         lat = r["preparing_latency_ms"]
         left.plot(
-            sample, ys, label=f"N={r['sessions']} (p99 {lat['p99']:.2f} ms, n={lat['count']})"
+            sample,
+            ys,
+            label=f"{_label(r)} N={r['sessions']} (p99 {lat['p99']:.2f} ms, n={lat['count']})",
         )
     left.axvline(
         TARGET_P99_MS,
@@ -619,53 +811,40 @@ def plot(path: Path, runs: list[dict[str, Any]], http_runs: list[dict[str, Any]]
     left.set_xscale("log")
     left.set_xlabel("preparing frame latency, server send -> read from pipe (ms, log)")
     left.set_ylabel("fraction of preparing frames")
-    left.set_title("Preparing-card latency (CDF), actors")
+    left.set_title("Preparing-card latency (CDF)")
     left.legend(fontsize=8, loc="lower right")
     left.grid(True, which="both", alpha=0.3)
 
-    ns = [r["sessions"] for r in runs]
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for r in runs + http_runs:
+        lines.setdefault(_label(r), []).append(r)
+    twin = right.twinx()
+    for (label, line), marker in zip(lines.items(), "osD^v<>", strict=False):
+        line.sort(key=lambda r: r["sessions"])
+        ns = [r["sessions"] for r in line]
+        right.plot(ns, [r["events_per_s"] for r in line], f"{marker}:", label=f"events/s ({label})")
+        twin.plot(
+            ns,
+            [r["preparing_latency_ms"]["p99"] or 0 for r in line],
+            f"{marker}-",
+            label=f"preparing p99 ms ({label})",
+        )
+    offered = sorted({(r["sessions"], r["offered_events_per_s"]) for r in runs})
     right.plot(
-        ns, [r["events_per_s"] for r in runs], "o-", color="tab:blue", label="events/s (actors)"
-    )
-    right.plot(
-        ns,
-        [r["offered_events_per_s"] for r in runs],
+        [n for n, _ in offered],
+        [o for _, o in offered],
         "--",
-        color="tab:blue",
-        alpha=0.4,
+        color="grey",
+        alpha=0.5,
         label="offered N x rate",
     )
-    if http_runs:
-        right.plot(
-            [r["sessions"] for r in http_runs],
-            [r["events_per_s"] for r in http_runs],
-            "s:",
-            color="tab:cyan",
-            label="events/s (direct-http, no actors)",
-        )
     right.set_xscale("log")
     right.set_yscale("log")
     right.set_xlabel("concurrent sessions N (log)")
-    right.set_ylabel("provider events/s (log)", color="tab:blue")
-    twin = right.twinx()
-    twin.plot(
-        ns,
-        [r["preparing_latency_ms"]["p99"] or 0 for r in runs],
-        "o-",
-        color="tab:red",
-        label="preparing p99 ms (actors)",
-    )
-    if http_runs:
-        twin.plot(
-            [r["sessions"] for r in http_runs],
-            [r["preparing_latency_ms"]["p99"] or 0 for r in http_runs],
-            "s:",
-            color="tab:orange",
-            label="preparing p99 ms (direct-http)",
-        )
+    right.set_ylabel("provider events/s (log, dotted)")
     twin.axhline(TARGET_P99_MS, color="red", linestyle="--", linewidth=1)
     twin.set_yscale("log")
-    twin.set_ylabel("preparing p99 (ms, log; dashed: target)", color="tab:red")
+    twin.set_ylabel("preparing p99 (ms, log, solid; dashed: target)")
     handles = right.get_legend_handles_labels()
     twin_handles = twin.get_legend_handles_labels()
     right.legend(
@@ -682,6 +861,18 @@ def plot(path: Path, runs: list[dict[str, Any]], http_runs: list[dict[str, Any]]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--mode",
+        default="embedded",
+        help="comma-separated agents to drive: embedded (the runtime in this process), "
+        "cli (the toolprep acp command in its own process)",
+    )
+    parser.add_argument(
+        "--cli-args",
+        default="",
+        help="extra options for toolprep acp in cli mode, one shell-quoted string "
+        "(write --cli-args='--opt value' when it starts with a dash)",
+    )
     parser.add_argument("--sessions", default="1,100,1000", help="comma-separated session counts")
     parser.add_argument("--rate", type=float, default=20.0, help="provider events/s per session")
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per N")
@@ -757,6 +948,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(transports) - set(TRANSPORTS))
     if not transports or unknown:
         parser.error(f"--transport takes {', '.join(TRANSPORTS)} (got {args.transport!r})")
+    modes = [m.strip() for m in args.mode.split(",") if m.strip()]
+    unknown = sorted(set(modes) - set(AGENT_MODES))
+    if not modes or unknown:
+        parser.error(f"--mode takes {', '.join(AGENT_MODES)} (got {args.mode!r})")
+    try:
+        cli_args = shlex.split(args.cli_args)
+    except ValueError as exc:
+        parser.error(f"--cli-args is not a valid shell-quoted string: {exc}")
 
     if args.child:
         result = run_child(
@@ -773,6 +972,7 @@ def main(argv: list[str] | None = None) -> int:
             args.gc_freeze,
             transports[0],
             args.gc,
+            cli_args,
         )
         h.write_report(args.child_out, result)
         return 0
@@ -780,14 +980,19 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     http_runs: list[dict[str, Any]] = []
     for n in counts:
-        for transport in transports:
-            print(f"actors/{transport:<8} N={n}: running ...", flush=True)
-            runs.append(_spawn("actors", n, args, transport))
-            if not args.no_http_baseline:
-                print(f"direct-http/{transport:<8} N={n}: running ...", flush=True)
-                http_runs.append(_spawn("direct-http", n, args, transport))
+        if "embedded" in modes:
+            for transport in transports:
+                print(f"actors/{transport:<8} N={n}: running ...", flush=True)
+                runs.append(_spawn("actors", n, args, transport))
+                if not args.no_http_baseline:
+                    print(f"direct-http/{transport:<8} N={n}: running ...", flush=True)
+                    http_runs.append(_spawn("direct-http", n, args, transport))
+        if "cli" in modes:
+            # The command's provider always uses the runtime's own transport (the first listed).
+            print(f"cli/aiohttp   N={n}: running ...", flush=True)
+            runs.append(_spawn("cli", n, args, "aiohttp"))
     baseline: dict[str, Any] | None = None
-    if not args.no_inproc_baseline:
+    if "embedded" in modes and not args.no_inproc_baseline:
         print(f"direct-inproc N={max(counts)}: running ...", flush=True)
         baseline = _spawn("direct-inproc", max(counts), args)
     extra = [baseline] if baseline is not None else []
@@ -804,6 +1009,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in runs:
         lag = r["stream_loop_lag_ms"]
         gcp = r["gc_pauses"]
+        if lag is None or gcp is None:
+            continue  # not measurable from outside the agent's process
         gc_max = max(
             (g["max_ms"] for k, g in gcp.items() if k.startswith("gen") and g["max_ms"]),
             default=None,
@@ -815,25 +1022,43 @@ def main(argv: list[str] | None = None) -> int:
             f"max {gcp['gen2']['max_ms']} ms, all gens {gcp['share_of_window']:.1%} of the window; "
             f"threads at peak {r['threads']['names_at_peak']}"
         )
-    # Targets are judged on the runtime's own transport (the first one listed).
-    targets = evaluate(
-        [r for r in runs if r["transport"] == transports[0]],
-        baseline,
-        {r["sessions"]: r for r in http_runs if r["transport"] == transports[0]},
-    )
+    # Targets are judged per mode on the runtime's own transport (the first one listed).
+    targets_by_mode = {
+        mode: evaluate(
+            [r for r in runs if r["agent"] == mode and r["transport"] in (transports[0], None)]
+            or [r for r in runs if r["agent"] == mode],
+            baseline,
+            {r["sessions"]: r for r in http_runs if r["transport"] == transports[0]},
+        )
+        for mode in modes
+    }
+    targets = targets_by_mode[modes[0]]
+    ratios = mode_ratios(runs)
+    for ratio in ratios:
+        figures = ", ".join(f"{k} {_fmt(v, '.2f')}x" for k, v in ratio["ratios"].items())
+        print(
+            f"  N={ratio['sessions']}: {ratio['mode']} / embedded {ratio['against']} "
+            f"({ratio['transport']}): {figures}"
+        )
     for n in counts:
-        by_transport = {r["transport"]: r for r in runs if r["sessions"] == n}
+        by_transport = {
+            r["transport"]: r for r in runs if r["sessions"] == n and r["agent"] == "embedded"
+        }
         if len(by_transport) > 1:
             per_event = {t: r["cpu"]["per_event_us"] for t, r in by_transport.items()}
             print(f"  N={n}: CPU us per provider event by transport {per_event}")
-    print()
-    for t in targets.values():
-        detail = {k: v for k, v in t.items() if k not in ("target", "verdict")}
-        print(f"{t['verdict']}  {t['target']}  {detail}")
+    for mode, mode_targets in targets_by_mode.items():
+        print()
+        for t in mode_targets.values():
+            detail = {k: v for k, v in t.items() if k not in ("target", "verdict")}
+            prefix = f"[{mode}] " if len(modes) > 1 else ""
+            print(f"{prefix}{t['verdict']}  {t['target']}  {detail}")
     report = {
         "benchmark": "load",
         "machine": h.machine_info(),
         "config": {
+            "modes": modes,
+            "cli_args": cli_args,
             "sessions": counts,
             "rate": args.rate,
             "duration": args.duration,
@@ -852,6 +1077,8 @@ def main(argv: list[str] | None = None) -> int:
         "direct_http": http_runs,
         "direct_inproc": baseline,
         "targets": targets,
+        "targets_by_mode": targets_by_mode,
+        "mode_ratios": ratios,
     }
     h.write_report(args.report, report)
     print(f"\nreport: {args.report}")

@@ -13,6 +13,12 @@ benchmark): the first tool call's opener and ``STALL_AFTER_FRAGMENTS``
 argument fragments are sent, then nothing more until the client hangs up.
 So the runtime has shown a preparing card that only a cancel can end.
 
+``--tool read_file`` makes every tool call a ``read_file`` of ``BENCH_FILE``
+instead of ``bench_tool``: an agent started as ``toolprep acp`` has only the
+built-in tools, and that one needs no permission and costs next to nothing.
+Its arguments come in as many fragments as ``bench_tool``'s would, so a turn
+has the same number of events either way.
+
 Each event's ``data`` has its send time (``time.time()``) in a field the
 adapters ignore, and every tool-call id ends with ``_<time.time_ns()>`` taken
 just before that event is written, so the runtime side can measure latency.
@@ -36,6 +42,12 @@ _counter = itertools.count(1)
 STALL_AFTER_FRAGMENTS = 3
 """Argument fragments of the first tool call sent before a ``--stall`` stream hangs."""
 
+TOOLS = ("bench_tool", "read_file")
+"""What the tool calls name: the benchmarks' own no-op tool, or the built-in ``read_file``."""
+
+BENCH_FILE = "bench.txt"
+"""The file ``read_file`` calls read, relative to the session's working directory."""
+
 
 def _fragments(text: str, size: int) -> Iterator[str]:
     for i in range(0, len(text), size):
@@ -49,7 +61,22 @@ def _tool_args(rng: random.Random) -> dict[str, object]:
     }
 
 
-def anthropic_turn(with_tools: bool, rng: random.Random) -> Iterator[tuple[str, dict[str, object]]]:
+def _argument_fragments(tool: str, rng: random.Random) -> list[str]:
+    """One call's arguments in fragments; ``read_file``'s in as many as ``bench_tool``'s.
+
+    ``bench_tool``'s arguments are drawn either way, so the random sequence
+    (and with it the number of calls per turn) does not depend on the tool.
+    """
+    pieces = list(_fragments(orjson.dumps(_tool_args(rng)).decode(), 24))
+    if tool == "bench_tool":
+        return pieces
+    text = orjson.dumps({"path": BENCH_FILE, "limit": 20}).decode()
+    return list(_fragments(text, -(-len(text) // len(pieces))))
+
+
+def anthropic_turn(
+    with_tools: bool, rng: random.Random, tool: str = "bench_tool"
+) -> Iterator[tuple[str, dict[str, object]]]:
     n = next(_counter)
     yield (
         "message_start",
@@ -127,12 +154,12 @@ def anthropic_turn(with_tools: bool, rng: random.Random) -> Iterator[tuple[str, 
                     "content_block": {
                         "type": "tool_use",
                         "id": call_id,
-                        "name": "bench_tool",
+                        "name": tool,
                         "input": {},
                     },
                 },
             )
-            for piece in _fragments(orjson.dumps(_tool_args(rng)).decode(), 24):
+            for piece in _argument_fragments(tool, rng):
                 yield (
                     "content_block_delta",
                     {
@@ -154,7 +181,9 @@ def anthropic_turn(with_tools: bool, rng: random.Random) -> Iterator[tuple[str, 
     yield "message_stop", {"type": "message_stop"}
 
 
-def openai_turn(with_tools: bool, rng: random.Random) -> Iterator[tuple[str, dict[str, object]]]:
+def openai_turn(
+    with_tools: bool, rng: random.Random, tool: str = "bench_tool"
+) -> Iterator[tuple[str, dict[str, object]]]:
     n = next(_counter)
     base = {
         "id": f"chatcmpl-{n}",
@@ -182,13 +211,13 @@ def openai_turn(with_tools: bool, rng: random.Random) -> Iterator[tuple[str, dic
                                 "index": k,
                                 "id": f"call_{n}_{k}_{time.time_ns()}",
                                 "type": "function",
-                                "function": {"name": "bench_tool", "arguments": ""},
+                                "function": {"name": tool, "arguments": ""},
                             }
                         ]
                     }
                 ),
             )
-            for piece in _fragments(orjson.dumps(_tool_args(rng)).decode(), 24):
+            for piece in _argument_fragments(tool, rng):
                 yield "", chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]})
     yield "", chunk({}, "tool_calls" if with_tools else "stop")
     yield "", {**base, "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 50}}
@@ -211,9 +240,10 @@ def _wants_tools(body: dict[str, object]) -> bool:
 
 
 class BenchServer:
-    def __init__(self, rate: float, stall: bool, seed: int = 7) -> None:
+    def __init__(self, rate: float, stall: bool, seed: int = 7, tool: str = "bench_tool") -> None:
         self.interval = 1.0 / rate if rate > 0 else 0.0
         self.stall = stall
+        self.tool = tool
         self.rng = random.Random(seed)
         self.events_sent = 0
         self.streams_started = 0
@@ -261,9 +291,8 @@ class BenchServer:
         )
         with_tools = _wants_tools(body)
         anthropic = path.endswith("/messages")
-        events = (
-            anthropic_turn(with_tools, self.rng) if anthropic else openai_turn(with_tools, self.rng)
-        )
+        turn = anthropic_turn if anthropic else openai_turn
+        events = turn(with_tools, self.rng, self.tool)
         self.streams_started += 1
         self.streams_open += 1
         try:
@@ -323,8 +352,8 @@ def _opens_tool_call(data: dict[str, object]) -> bool:
     return False
 
 
-async def serve(port: int, rate: float, stall: bool) -> None:
-    server = BenchServer(rate, stall)
+async def serve(port: int, rate: float, stall: bool, tool: str = "bench_tool") -> None:
+    server = BenchServer(rate, stall, tool=tool)
     srv = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=4096)
     print(srv.sockets[0].getsockname()[1], flush=True)
     async with srv:
@@ -336,8 +365,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--stall", action="store_true")
+    parser.add_argument("--tool", choices=TOOLS, default="bench_tool")
     args = parser.parse_args()
-    asyncio.run(serve(args.port, args.rate, args.stall))
+    asyncio.run(serve(args.port, args.rate, args.stall, args.tool))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,61 @@
+"""``benchmarks.load --mode cli`` drives the real ``toolprep acp`` process end to end.
+
+A benchmark that silently measures an agent which never answered would
+print plausible-looking zeros, so this runs one short, fast-paced CLI run
+and checks that the command really streamed, prepared, ran its tool and
+answered. No figure is judged: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import load
+
+
+def test_cli_mode_drives_the_command_and_reports_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report_path = tmp_path / "load.json"
+
+    code = load.main(
+        [
+            "--mode=cli",
+            "--cli-args=--log-level ERROR",
+            "--sessions=1",
+            "--rate=200",
+            "--duration=1.5",
+            "--ramp=0.1",
+            "--warmup=0.3",
+            "--wait-quiet=0",
+            f"--report={report_path}",
+        ]
+    )
+
+    assert code == 0
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert report["config"]["modes"] == ["cli"]
+    assert report["config"]["cli_args"] == ["--log-level", "ERROR"]
+    assert report["direct_http"] == [] and report["direct_inproc"] is None
+    (run,) = report["runs"]
+    assert (run["mode"], run["agent"], run["tool"]) == ("cli", "cli", "read_file")
+    assert run["cli_args"] == ["--log-level", "ERROR"]
+    assert run["events"] > 0
+    assert run["frames_per_s"] > 0
+    assert run["stop_reasons"].get("end_turn", 0) > 0
+    assert run["prompt_errors"] == 0 and run["client_errors"] == 0
+    assert run["failed_tool_calls"] == 0
+    assert run["threads"]["peak"] > 0 and run["rss_kib"]["after_sessions"] > 0
+    assert run["cpu"]["process_s"] > 0
+    assert "cli/aiohttp" in capsys.readouterr().out
+
+
+def test_unknown_mode_is_refused_with_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        load.main(["--mode", "embedded,daemon"])
+
+    assert exit_info.value.code == 2
+    assert "--mode takes embedded, cli (got 'embedded,daemon')" in capsys.readouterr().err
