@@ -145,11 +145,11 @@ class SessionSupervisor(RoleActor):
             CancelTurn: self.on_cancel,
             StreamFailed: self.on_stream_failed,
             RetryAttempt: self.on_retry,
-            SwitchModel: self.on_fallback,
+            SwitchModel: self.on_switch_model,
             AttemptEnded: self.on_attempt_ended,
             BackoffElapsed: self.on_backoff_elapsed,
             AttemptSucceeded: self.on_attempt_succeeded,
-            CallsExecuted: self.on_tools_finished,
+            CallsExecuted: self.on_calls_executed,
             ActorCrashed: self.on_actor_crashed,
         }
 
@@ -266,7 +266,7 @@ class SessionSupervisor(RoleActor):
         logger.info("retrying %s in %.2fs: %s", msg.session_id, msg.delay, msg.error)
         self._end_attempt(session, "retry", AfterAttempt("retry", msg.delay))
 
-    def on_fallback(self, msg: SwitchModel) -> None:
+    def on_switch_model(self, msg: SwitchModel) -> None:
         session = self._live(msg.session_id, msg.attempt, "streaming", "ending")
         if session is None or session.turn is None or session.turn.cancel_requested:
             return
@@ -348,7 +348,7 @@ class SessionSupervisor(RoleActor):
         )
         self._finish(session, stop)
 
-    def on_tools_finished(self, msg: CallsExecuted) -> None:
+    def on_calls_executed(self, msg: CallsExecuted) -> None:
         session = self._live(msg.session_id, msg.attempt, "tools")
         if session is None or session.turn is None:
             return

@@ -21,6 +21,7 @@ from typing import Any
 from toolprep.actors.base import EMITTER, EXECUTOR, SUPERVISOR, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages import frames
+from toolprep.messages.permissions import PERMISSION_OUTCOMES, check_outcome
 from toolprep.messages.turns import (
     AskPermission,
     CallsExecuted,
@@ -92,7 +93,7 @@ class ToolExecutor(RoleActor):
     def handlers(self) -> Handlers:
         return {
             ExecuteCalls: self.on_execute,
-            WorkerReturned: self.on_tool_finished,
+            WorkerReturned: self.on_worker_returned,
             CancelTools: self.on_cancel,
             SessionClosed: self.on_session_closed,
         }
@@ -213,13 +214,11 @@ class ToolExecutor(RoleActor):
                 outcome = message.reply.result()
             except FutureCancelled:
                 return "cancelled"
-            if outcome in ("allow_once", "allow_always", "reject_once", "reject_always"):
-                return outcome  # type: ignore[return-value]
-            return "cancelled"
+            return check_outcome(outcome) if outcome in PERMISSION_OUTCOMES else "cancelled"
 
         return ask
 
-    def on_tool_finished(self, msg: WorkerReturned) -> None:
+    def on_worker_returned(self, msg: WorkerReturned) -> None:
         batch = self.state.batches.get(msg.session_id)
         if batch is None or batch.attempt != msg.attempt or batch.index >= len(batch.calls):
             return

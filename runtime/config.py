@@ -24,7 +24,10 @@ from toolprep.runtime.tools.environment import parse_variable_names
 
 ProviderName = Literal["anthropic", "openai", "replay"]
 
-KEY_VARIABLES: dict[str, str] = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+KEY_VARIABLES: dict[ProviderName, str] = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+}
 """Where each provider's key is read from."""
 
 SCRUB_ENV_VARIABLE = "TOOLPREP_SCRUB_ENV"
@@ -54,10 +57,9 @@ class ProviderSettings:
 
 def default_provider(env: Mapping[str, str] | None = None) -> ProviderName:
     env = os.environ if env is None else env
-    if env.get("ANTHROPIC_API_KEY"):
-        return "anthropic"
-    if env.get("OPENAI_API_KEY"):
-        return "openai"
+    for name, variable in KEY_VARIABLES.items():
+        if env.get(variable):
+            return name
     return "replay"
 
 

@@ -70,21 +70,22 @@ class PendingAnswers(Generic[T]):
         return request_id, answer
 
     def answer(self, session_id: str, request_id: str, value: T) -> bool:
-        with self._lock:
-            waiting = self._waiting.get(session_id)
-            answer = waiting.pop(request_id, None) if waiting is not None else None
-            if waiting is not None and not waiting:
-                del self._waiting[session_id]
+        answer = self._take(session_id, request_id)
         return answer is not None and _settle(answer, value)
 
     def abandon(self, session_id: str, request_id: str) -> None:
         """Stop waiting (timed out, or never delivered): a later answer is ignored."""
+        self._take(session_id, request_id)
+
+    def _take(self, session_id: str, request_id: str) -> Future[T] | None:
         with self._lock:
             waiting = self._waiting.get(session_id)
-            if waiting is not None:
-                waiting.pop(request_id, None)
-                if not waiting:
-                    del self._waiting[session_id]
+            if waiting is None:
+                return None
+            answer = waiting.pop(request_id, None)
+            if not waiting:
+                del self._waiting[session_id]
+        return answer
 
     def settle_session(self, session_id: str) -> None:
         """The session is gone: whoever still waits gets the fallback answer."""

@@ -83,9 +83,3 @@ class RetryPolicy:
         seconds = min(delay, self.max_delay)
         capped = retry_after is not None and retry_after > self.max_delay
         return RetryWait(seconds, retry_after, capped)
-
-    def delay(
-        self, retry_number: int, retry_after: float | None = None, rng: random.Random | None = None
-    ) -> float:
-        """Seconds to wait before retry ``retry_number`` (see ``wait``)."""
-        return self.wait(retry_number, retry_after, rng).seconds

@@ -47,13 +47,11 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast, get_args, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from toolprep.messages.content import Part
+from toolprep.messages.permissions import PERMISSION_OUTCOMES, PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult
-from toolprep.runtime.tools.base import PermissionOutcome
-
-PERMISSION_OUTCOMES: frozenset[str] = frozenset(get_args(PermissionOutcome))
 
 
 class SessionHostError(Exception):
@@ -211,16 +209,6 @@ class SessionHost(Protocol):
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Cancel every running turn (each prompt resolves), then stop; ``timeout`` bounds it."""
-
-
-def check_outcome(outcome: str) -> PermissionOutcome:
-    """``outcome`` if it is a permission outcome, else a ``ValueError`` naming the valid ones."""
-    if outcome not in PERMISSION_OUTCOMES:
-        raise ValueError(
-            f"unknown permission outcome {outcome!r}; expected one of "
-            f"{', '.join(sorted(PERMISSION_OUTCOMES))}"
-        )
-    return cast(PermissionOutcome, outcome)
 
 
 __all__ = [

@@ -23,6 +23,7 @@ from typing import Any, assert_never
 
 import orjson
 
+from toolprep.messages.permissions import SELECTABLE_OUTCOMES, PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.acp.errors import INVALID_PARAMS, RpcError, require
 from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, OversizedMessage
@@ -40,7 +41,6 @@ from toolprep.runtime.session_host import (
     UnknownSession,
     WriteTextFile,
 )
-from toolprep.runtime.tools.base import PermissionOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -172,8 +172,8 @@ def _permission_outcome(result: Any) -> PermissionOutcome:
     if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
         return "cancelled"
     option = outcome.get("optionId")
-    if option in ("allow_once", "allow_always", "reject_once", "reject_always"):
-        return option  # type: ignore[no-any-return]
+    if isinstance(option, str) and option in SELECTABLE_OUTCOMES:
+        return check_outcome(option)
     return "reject_once"
 
 
@@ -185,7 +185,6 @@ class AcpAgent:
         self._sink = ConnectionSink(connection, host)
         self._sessions: set[str] = set()
         self._lock = threading.Lock()
-        self._prompts_running = 0
         connection.on_request("initialize", self.initialize)
         connection.on_request("authenticate", self.authenticate)
         connection.on_request("session/new", self.new_session)
@@ -247,13 +246,9 @@ class AcpAgent:
             reply = self.host.prompt(session_id, parts)
         except UnknownSession as exc:
             raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
-        with self._lock:
-            self._prompts_running += 1
         connection = self.connection
 
         def respond(done: Future[TurnResult]) -> None:
-            with self._lock:
-                self._prompts_running -= 1
             try:
                 result = done.result()
             except Exception as exc:  # the turn machinery itself failed
@@ -282,11 +277,12 @@ class AcpAgent:
         session_id = params["sessionId"]
         with self._lock:
             known = session_id in self._sessions
+        if not known:
+            logger.warning("session/cancel ignored: %s", UnknownSession(session_id))
+            return
         try:
-            if not known:
-                raise UnknownSession(session_id)
             self.host.cancel(session_id)
-        except UnknownSession as exc:
+        except UnknownSession as exc:  # closed by the host meanwhile
             logger.warning("session/cancel ignored: %s", exc)
 
     def serve(self, stop_requested: Callable[[], bool]) -> None:
@@ -300,7 +296,7 @@ class AcpAgent:
         self.connection.start()
         while not self.connection.wait_closed(_STOP_POLL_S):
             if stop_requested():
-                logger.info("stop requested: ending %d running turns", self._prompts_running)
+                logger.info("stop requested: ending the running turns")
                 break
         self.close()
         self.connection.close()

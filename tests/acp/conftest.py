@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AllowedOutcome,
@@ -31,6 +33,7 @@ from acp.stdio import spawn_agent_process
 from tests.support.acp_client import RefusingClient
 from tests.support.acp_schema import validate_agent_message
 from tests.support.fake_provider import FakeProviderServer
+from tests.support.processes import alive
 from tests.support.runtime_harness import provider_base_url
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,6 +132,16 @@ class RecordingClient(RefusingClient):
                 await self.changed.wait()
 
         await asyncio.wait_for(loop(), timeout)
+
+
+@pytest.fixture
+def pids() -> Iterator[list[int]]:
+    """Pids a test started; any still alive at the end are killed so none leak."""
+    started: list[int] = []
+    yield started
+    for pid in started:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 @asynccontextmanager

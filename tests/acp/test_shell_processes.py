@@ -8,9 +8,6 @@ that process must be gone. Driven over real stdio with the loopback provider.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +17,7 @@ from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer
-from tests.support.processes import alive, gone_within, pid_from
+from tests.support.processes import gone_within, pid_from
 from tests.support.runtime_harness import check_cards, lifecycle
 
 KIND = "anthropic"
@@ -29,16 +26,6 @@ DEADLINE_S = 20.0
 
 def _shell(command: str, call_id: str = "call_sh", **extra: object) -> sc.Call:
     return (call_id, "run_shell_command", {"command": command, **extra})
-
-
-@pytest.fixture
-def pids() -> Iterator[list[int]]:
-    """Pids a test started; any still alive at the end are killed so none leak."""
-    started: list[int] = []
-    yield started
-    for pid in started:
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize(

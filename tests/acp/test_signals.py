@@ -8,7 +8,6 @@ second signal while shutdown is still busy forces the process out.
 
 from __future__ import annotations
 
-import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer
-from tests.support.processes import alive, gone_within, pid_from
+from tests.support.processes import gone_within, pid_from
 from tests.support.runtime_harness import check_cards, is_preparing, lifecycle
 
 KIND = "anthropic"
@@ -46,15 +45,6 @@ def agents(tmp_path: Path) -> Iterator[list[AgentProcess]]:
     yield started
     for agent in started:
         agent.kill()
-
-
-@pytest.fixture
-def pids() -> Iterator[list[int]]:
-    started: list[int] = []
-    yield started
-    for pid in started:
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _start(

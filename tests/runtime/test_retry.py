@@ -19,18 +19,18 @@ PARIS = ("call_paris", "get_weather", {"city": "Paris"})
 def test_backoff_grows_exponentially_with_bounded_jitter() -> None:
     policy = RetryPolicy(base_delay=0.5, multiplier=2.0, max_delay=20.0, jitter=0.25)
     rng = random.Random(1)
-    delays = [policy.delay(n, rng=rng) for n in (1, 2, 3, 4)]
+    delays = [policy.wait(n, rng=rng).seconds for n in (1, 2, 3, 4)]
     for n, delay in enumerate(delays, start=1):
         base = 0.5 * 2 ** (n - 1)
         assert base <= delay <= base * 1.25
-    assert policy.delay(30) == 20.0
+    assert policy.wait(30).seconds == 20.0
 
 
 def test_retry_after_is_a_floor_but_capped() -> None:
     policy = RetryPolicy(base_delay=0.1, jitter=0.0, max_delay=5.0)
-    assert policy.delay(1, retry_after=2.0) == 2.0
-    assert policy.delay(1, retry_after=60.0) == 5.0
-    assert policy.delay(1, retry_after=0.01) == pytest.approx(0.1)
+    assert policy.wait(1, retry_after=2.0).seconds == 2.0
+    assert policy.wait(1, retry_after=60.0).seconds == 5.0
+    assert policy.wait(1, retry_after=0.01).seconds == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])
