@@ -47,19 +47,6 @@ class RoleActor(pykka.ThreadingActor):
         """Message class -> handler; read on the first message, once the actor is built."""
         raise NotImplementedError
 
-    def setup(self) -> None:
-        """Role-specific start-up, run in the actor's thread (override)."""
-
-    def on_start(self) -> None:
-        # pykka stops an actor whose on_start raises without calling on_failure,
-        # which would leave the role silently dead: restart it like a crash.
-        try:
-            self.setup()
-        except Exception as exc:
-            logger.exception("%s failed to start", self.role)
-            self.directory.restart_after_crash(self, exc)
-            raise
-
     def on_receive(self, message: Any) -> Any:
         if self._dispatch is None:
             self._dispatch = {CrashRole: self._crash, **self.handlers()}

@@ -109,15 +109,15 @@ class StreamReader(RoleActor):
         super().__init__(directory)
         self.state = state
         self.routes = tuple(routes)
+        # Built here, in the thread that starts the role, so that a runtime owns all
+        # of its threads once its constructor returns, not some time after.
+        state.ensure_loop()
 
     def handlers(self) -> Handlers:
         return {
             OpenStream: self.on_open,
             CloseStream: self.on_close,
         }
-
-    def setup(self) -> None:
-        self.state.ensure_loop()
 
     def on_open(self, msg: OpenStream) -> None:
         loop = self.state.ensure_loop()

@@ -80,7 +80,9 @@ def test_restart_forwards_mail_but_not_the_stop_request() -> None:
 
     successor_mail: list[Any] = []
     directory = RoleDirectory()
-    directory.register("probe", lambda: _Role.start(successor_mail))
+    # register() starts an actor at once; the restart below replaces it in the
+    # directory, so stop_all() no longer knows it and the test stops it itself.
+    replaced = directory.register("probe", lambda: _Role.start(successor_mail))
 
     class _Crashed:
         role = "probe"
@@ -95,4 +97,5 @@ def test_restart_forwards_mail_but_not_the_stop_request() -> None:
     finally:
         release.set()
         directory.stop_all()
+        replaced.stop(block=True, timeout=10)
         crashed.stop(block=True, timeout=10)
