@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Sequence
 
-from toolprep.runtime.config import build_routes, resolve_settings, scrubbed_variable_names
 from toolprep.runtime.gc_tuning import tune_gc_for_daemon
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
@@ -88,6 +87,14 @@ def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "TOOLPREP_SCRUB_ENV=A,B); provider keys and *_API_KEY are always kept out",
     )
     acp.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    acp.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="spread sessions over N worker processes, each a whole runtime (default: one "
+        "per core when there is more than one; 1 keeps every session in this process)",
+    )
 
 
 def _demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -124,54 +131,44 @@ def run_acp(args: argparse.Namespace) -> int:
 def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
-    from toolprep.runtime.host import Runtime, RuntimeConfig
-    from toolprep.runtime.retry import RetryPolicy
-    from toolprep.runtime.tools.config import ToolConfig
-    from toolprep.runtime.tools.environment import EnvironmentPolicy
-    from toolprep.runtime.tools.registry import default_registry
-    from toolprep.runtime.tools.shell import RunShellCommandTool
-
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    from toolprep.runtime.assembly import (
+        RUNTIME_OPTIONS,
+        check_options,
+        configure_logging,
+        runtime_from_options,
     )
+    from toolprep.runtime.session_host import SessionHost, SessionHostError
+    from toolprep.runtime.workers import WorkerHost, default_worker_count
+    from toolprep.runtime.workers.front import WorkerSpec
+
+    configure_logging(args.log_level)
+    options = {name: getattr(args, name) for name in RUNTIME_OPTIONS}
+    workers = default_worker_count() if args.workers is None else args.workers
+    host: SessionHost
     try:
-        settings = resolve_settings(
-            provider=args.provider,
-            model=args.model,
-            fallback_models=args.fallback_model,
-            base_url=args.base_url,
-            max_retries=args.max_retries,
-            replay_file=args.replay,
-            max_sse_event_bytes=args.max_sse_event_bytes,
-            max_retry_wait=args.max_retry_wait,
-        )
-        routes = build_routes(settings)
-        scrubbed = scrubbed_variable_names(args.scrub_env)
-    except (ValueError, OSError) as exc:
+        if workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {workers}")
+        check_options(options)
+        # stdout carries only protocol messages: anything printed by accident goes to stderr.
+        protocol_out = sys.stdout.buffer
+        sys.stdout = sys.stderr
+        if workers == 1:
+            runtime = runtime_from_options(options)
+            stop.on_force = runtime.kill_tool_processes_now
+            host = runtime
+        else:
+            spec = WorkerSpec("toolprep.runtime.assembly:runtime_from_options", options)
+            worker_host = WorkerHost(spec, workers)
+            stop.on_force = worker_host.kill_tool_processes_now
+            host = worker_host
+    except (ValueError, OSError, SessionHostError) as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
-    # stdout carries only protocol messages: anything printed by accident goes to stderr.
-    protocol_out = sys.stdout.buffer
-    sys.stdout = sys.stderr
-    tool_config = ToolConfig(allow_shell=args.allow_shell)
-    registry = default_registry(tool_config)
-    environment = EnvironmentPolicy.for_agent(configured_key=settings.api_key, names=scrubbed)
-    registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
-    runtime = Runtime(
-        routes,
-        registry,
-        RuntimeConfig(
-            retry=RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
-        ),
-    )
-    stop.on_force = runtime.kill_tool_processes_now
     # Unbuffered: the reader thread may still be blocked reading when the process exits,
     # and a buffered stream's lock held by it would abort interpreter shutdown.
     protocol_in = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
     connection = JsonRpcConnection(protocol_in, protocol_out, max_line_bytes=args.max_line_bytes)
-    agent = AcpAgent(runtime, connection)
+    agent = AcpAgent(host, connection)
     tune_gc_for_daemon()
     agent.serve(lambda: stop.requested)
     return 0

@@ -225,10 +225,11 @@ class Runtime:
             if self._outstanding[session_id] > 0:
                 return
             del self._outstanding[session_id]
-        for groups in self._process_groups():
+        for groups in self.tool_process_groups():
             groups.stop(session_id, wait=False)
 
-    def _process_groups(self) -> list[ProcessGroups]:
+    def tool_process_groups(self) -> list[ProcessGroups]:
+        """The process-group trackers of this runtime's tools (one per tool that starts any)."""
         found: list[ProcessGroups] = []
         for name in self.registry.names():
             tool = self.registry.get(name)
@@ -238,7 +239,7 @@ class Runtime:
 
     def kill_tool_processes_now(self) -> None:
         """SIGKILL every tool process at once; safe to call from a signal handler."""
-        for groups in self._process_groups():
+        for groups in self.tool_process_groups():
             groups.kill_now()
 
     def _require(self, session_id: str) -> None:
@@ -304,7 +305,7 @@ class Runtime:
                 reply.result(timeout=max(0.0, deadline - time.monotonic()))
             except Exception as exc:
                 logger.warning("turn did not end at shutdown: %r", exc)
-        for groups in self._process_groups():
+        for groups in self.tool_process_groups():
             groups.stop(wait=True)
         self.reader_state.stop_loop([route.provider for route in self.routes])
         self.directory.stop_all()

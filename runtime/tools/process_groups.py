@@ -19,7 +19,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 __all__ = ["ProcessGroups", "StartsProcesses", "group_exists", "signal_group"]
@@ -55,18 +55,30 @@ class ProcessGroups:
         self._by_session: dict[str, set[int]] = {}
         # Groups sent SIGTERM whose SIGKILL is still to come: kill_now must see them too.
         self._stopping: set[int] = set()
+        self.on_change: Callable[[int, bool], None] | None = None
+        """Told ``(pgid, True)`` when a group is tracked and ``(pgid, False)`` when it is
+        forgotten, so that a process watching this one can clean up should it die."""
+
+    def _changed(self, groups: Iterable[int], live: bool) -> None:
+        notify = self.on_change
+        if notify is not None:
+            for pgid in groups:
+                notify(pgid, live)
 
     def add(self, session_id: str, pgid: int) -> None:
         with self._lock:
             self._by_session.setdefault(session_id, set()).add(pgid)
+        self._changed((pgid,), True)
 
     def discard(self, session_id: str, pgid: int) -> None:
         with self._lock:
             groups = self._by_session.get(session_id)
-            if groups is not None:
-                groups.discard(pgid)
-                if not groups:
-                    del self._by_session[session_id]
+            if groups is None or pgid not in groups:
+                return
+            groups.discard(pgid)
+            if not groups:
+                del self._by_session[session_id]
+        self._changed((pgid,), False)
 
     def groups(self, session_id: str | None = None) -> frozenset[int]:
         """The groups still tracked for ``session_id`` (every session's if None)."""
@@ -93,6 +105,7 @@ class ProcessGroups:
             groups = self._collect(session_id, remove=True)
             live = [pgid for pgid in groups if group_exists(pgid)]
             self._stopping.update(live)
+        self._changed(groups.difference(live), False)
         if not live:
             return
         for pgid in live:
@@ -114,6 +127,7 @@ class ProcessGroups:
                 signal_group(pgid, signal.SIGKILL)
         with self._lock:
             self._stopping.difference_update(groups)
+        self._changed(groups, False)
 
     def kill_now(self) -> None:
         """SIGKILL every tracked group without taking the lock.

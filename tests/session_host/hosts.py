@@ -8,14 +8,17 @@ entry here.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.conftest import REPO_ROOT
 from tests.support.fake_provider import FakeProviderServer
-from tests.support.runtime_harness import harness
+from tests.support.runtime_harness import harness, provider_base_url
 from toolprep.runtime.session_host import SessionHost
+from toolprep.runtime.workers.front import WorkerHost, WorkerSpec
 
 KIND = "anthropic"
 
@@ -35,6 +38,25 @@ def local_host(cwd: Path) -> Iterator[HostUnderTest]:
         yield HostUnderTest(h.runtime, h.server, cwd)
 
 
+def worker_spec(kind: str, server: FakeProviderServer) -> WorkerSpec:
+    """Workers building ``tests.session_host.worker_runtime``'s runtime against ``server``."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    config = {"kind": kind, "base_url": provider_base_url(kind, server)}
+    return WorkerSpec("tests.session_host.worker_runtime:build", config, env, str(REPO_ROOT))
+
+
+@contextmanager
+def worker_host(cwd: Path) -> Iterator[HostUnderTest]:
+    """``WorkerHost``: sessions spread over two worker processes behind a routing front."""
+    with FakeProviderServer() as server:
+        host = WorkerHost(worker_spec(KIND, server), workers=2)
+        try:
+            yield HostUnderTest(host, server, cwd)
+        finally:
+            host.shutdown(timeout=5)
+
+
 IMPLEMENTATIONS: dict[str, Callable[[Path], AbstractContextManager[HostUnderTest]]] = {
     "local": local_host,
+    "workers": worker_host,
 }

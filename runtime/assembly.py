@@ -1,0 +1,87 @@
+"""The agent's runtime, built from its command-line options.
+
+``toolprep acp`` builds it in its own process with ``--workers 1``, and each
+worker process builds the very same one from the same options (passed as
+JSON), so a session behaves alike whichever process serves it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from toolprep.runtime.config import (
+    ProviderSettings,
+    build_routes,
+    resolve_settings,
+    scrubbed_variable_names,
+)
+from toolprep.runtime.host import Runtime, RuntimeConfig
+from toolprep.runtime.retry import RetryPolicy
+from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.environment import EnvironmentPolicy
+from toolprep.runtime.tools.registry import default_registry
+from toolprep.runtime.tools.shell import RunShellCommandTool
+
+RUNTIME_OPTIONS = (
+    "provider",
+    "model",
+    "fallback_model",
+    "base_url",
+    "max_retries",
+    "max_retry_wait",
+    "max_sse_event_bytes",
+    "replay",
+    "allow_shell",
+    "scrub_env",
+    "log_level",
+)
+"""The ``toolprep acp`` options that shape a runtime (and so travel to workers)."""
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` / ``OSError`` now for options no runtime could be built from."""
+    settings = _settings(options)
+    scrubbed_variable_names(options["scrub_env"])
+    if settings.provider == "replay":
+        from toolprep.runtime.providers.replay import ReplayProvider
+
+        ReplayProvider.from_script(settings.replay_file)  # the script must exist and parse
+
+
+def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
+    """A worker's runtime factory (``WorkerSpec.factory``) as well as the CLI's."""
+    configure_logging(options["log_level"])
+    settings = _settings(options)
+    routes = build_routes(settings)
+    tool_config = ToolConfig(allow_shell=options["allow_shell"])
+    registry = default_registry(tool_config)
+    environment = EnvironmentPolicy.for_agent(
+        configured_key=settings.api_key, names=scrubbed_variable_names(options["scrub_env"])
+    )
+    registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
+    retry = RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
+    return Runtime(routes, registry, RuntimeConfig(retry=retry))
+
+
+def _settings(options: Mapping[str, Any]) -> ProviderSettings:
+    return resolve_settings(
+        provider=options["provider"],
+        model=options["model"],
+        fallback_models=options["fallback_model"],
+        base_url=options["base_url"],
+        max_retries=options["max_retries"],
+        replay_file=options["replay"],
+        max_sse_event_bytes=options["max_sse_event_bytes"],
+        max_retry_wait=options["max_retry_wait"],
+    )

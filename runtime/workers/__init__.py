@@ -1,0 +1,11 @@
+"""Sessions spread over worker processes behind a thin routing front.
+
+Each worker is a whole ``Runtime`` (its own actors, stream loop and timer) in
+its own process, so sessions use every core. The front (``WorkerHost``) is a
+``SessionHost`` like the in-process runtime: it routes calls by session id
+and relays each worker's frames, already serialised, to the sessions' sinks.
+"""
+
+from toolprep.runtime.workers.front import WorkerCrashed, WorkerHost, default_worker_count
+
+__all__ = ["WorkerCrashed", "WorkerHost", "default_worker_count"]

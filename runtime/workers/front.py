@@ -1,0 +1,594 @@
+"""``WorkerHost``: a ``SessionHost`` whose sessions run in worker processes.
+
+The front owns no actors and builds no frames of its own in the common
+path: it picks a worker for each new session, forwards calls to it by
+session id, and relays what the worker sends back. One reader thread per
+worker hands that worker's frames to the sessions' sinks in the order they
+left the worker, and a prompt's result travels on the same pipe behind the
+turn's frames, so every ordering guarantee of ``session_host`` holds here
+exactly as inside the worker.
+
+What the front does know is which tool-call cards each session has open
+(the worker names them in each frame's header). That is what lets it keep
+the boundary's promise when a worker dies: every open card gets its
+terminal update, the prompt resolves with an error, and a replacement
+worker takes the sessions over; sessions on other workers never notice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from toolprep.messages.content import Part
+from toolprep.messages.frames import discarded
+from toolprep.messages.permissions import PermissionOutcome, check_outcome
+from toolprep.messages.turns import TurnResult
+from toolprep.runtime.session_host import (
+    NO_EDITOR,
+    EditorAnswer,
+    EditorCapabilities,
+    FrameSink,
+    HostClosed,
+    SessionHostError,
+    UnknownSession,
+)
+from toolprep.runtime.tools.process_groups import signal_group
+from toolprep.runtime.workers.codec import dump_answer, dump_parts, load_request, load_result
+from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["WorkerCrashed", "WorkerHost", "WorkerSpec", "default_worker_count"]
+
+CALL_TIMEOUT_S = 30.0
+"""How long a call that needs the worker's answer (open, answers) waits for it."""
+
+
+class WorkerCrashed(SessionHostError):
+    """The worker process serving a session is gone (and may be being replaced)."""
+
+
+def default_worker_count() -> int:
+    """One worker per core this process may run on, or 1 on a single core."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How to start a worker: ``factory`` (``package.module:function``) builds its
+    ``Runtime`` from ``config``, a JSON-able value, inside the worker process."""
+
+    factory: str
+    config: Any = None
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+
+    def command(self) -> list[str]:
+        config = orjson.dumps(self.config).decode()
+        return [sys.executable, "-m", "toolprep.runtime.workers.worker", self.factory, config]
+
+
+CallKind = Literal["open", "prompt", "answer"]
+
+
+@dataclass(eq=False)
+class _Call:
+    kind: CallKind
+    session: _Session
+    future: Future[Any] = field(default_factory=Future)
+
+
+@dataclass(eq=False)
+class _Session:
+    session_id: str
+    sink: FrameSink
+    cwd: str
+    editor: EditorCapabilities
+    worker: _Worker
+    open_cards: dict[str, str] = field(default_factory=dict)
+    prompts: set[int] = field(default_factory=set)
+    # Prompts that arrived while the session's worker was being replaced.
+    deferred: list[tuple[bytes, Future[TurnResult]]] = field(default_factory=list)
+    closed: bool = False
+
+
+class _Worker:
+    """One worker process and the front's bookkeeping for it."""
+
+    def __init__(self, slot: int, spec: WorkerSpec) -> None:
+        self.slot = slot
+        self.process = subprocess.Popen(
+            spec.command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=None if spec.env is None else dict(spec.env),
+            cwd=spec.cwd,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.writer = FrameWriter(self.process.stdin.fileno())
+        self.reader = FrameReader(self.process.stdout)
+        self.sessions: dict[str, _Session] = {}
+        self.calls: dict[int, _Call] = {}
+        self.tool_groups: set[int] = set()
+        self.alive = False
+        self.thread: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def await_ready(self) -> None:
+        """Block until the worker built its runtime; raise if it died trying."""
+        try:
+            frame = self.reader.read()
+        except WireError as exc:
+            frame = None
+            logger.error("worker %d sent no ready frame: %s", self.slot, exc)
+        if frame is None or frame[0][0] != "ready":
+            code = self.process.wait()
+            self.close_pipes()
+            raise SessionHostError(f"worker {self.slot} did not start (exit status {code})")
+        self.alive = True
+
+    def exit_description(self) -> str:
+        try:
+            code = self.process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        if code < 0:
+            return f"was killed by signal {-code}"
+        return f"exited with status {code}"
+
+    def close_pipes(self) -> None:
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError as exc:  # a broken pipe's buffered bytes cannot be flushed
+                    logger.debug("closing a worker pipe: %r", exc)
+
+
+class WorkerHost:
+    """Sessions spread over ``workers`` processes built from ``spec``; see the module doc.
+
+    Restarts of one worker slot are budgeted like role restarts: more than
+    ``max_restarts`` within ``within_seconds`` and the slot stays down, its
+    sessions' prompts fail with an error, and new sessions go elsewhere.
+    """
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        workers: int,
+        *,
+        max_restarts: int = 5,
+        within_seconds: float = 60.0,
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"a worker host needs at least one worker, not {workers}")
+        self._spec = spec
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _Session] = {}
+        self._call_ids = itertools.count(1)
+        self._closed = False
+        self._max_restarts = max_restarts
+        self._within = within_seconds
+        self._crashes: dict[int, deque[float]] = {}
+        self._replacing: set[int] = set()
+        self.restarts = 0
+        started = [_Worker(slot, spec) for slot in range(workers)]
+        try:
+            for worker in started:
+                worker.await_ready()
+        except BaseException:
+            for worker in started:
+                worker.process.kill()
+                worker.process.wait()
+                worker.close_pipes()
+            raise
+        self._workers: list[_Worker] = started
+        for worker in started:
+            self._start_reading(worker)
+
+    # --- the SessionHost calls ------------------------------------------------------------
+
+    def open_session(
+        self,
+        cwd: str | Path,
+        sink: FrameSink,
+        session_id: str | None = None,
+        *,
+        editor: EditorCapabilities = NO_EDITOR,
+    ) -> str:
+        session_id = session_id or f"sess_{uuid.uuid4().hex}"
+        with self._lock:
+            if self._closed:
+                raise HostClosed("the worker host is shut down")
+            if session_id in self._sessions:
+                raise ValueError(f"a session with this id is already open: {session_id}")
+            live = [w for w in self._workers if w.alive]
+            if not live:
+                raise WorkerCrashed("no worker process is running")
+            worker = min(live, key=lambda w: len(w.sessions))
+            session = _Session(session_id, sink, str(Path(cwd).resolve()), editor, worker)
+            self._sessions[session_id] = session
+            worker.sessions[session_id] = session
+        try:
+            self._open_on(worker, session).result(CALL_TIMEOUT_S)
+        except BaseException:
+            with self._lock:
+                self._sessions.pop(session_id, None)
+                worker.sessions.pop(session_id, None)
+            raise
+        return session_id
+
+    def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
+        with self._lock:
+            session = self._require(session_id)
+            if self._closed:
+                return _resolved(TurnResult(None, error="the worker host is shutting down"))
+            worker = session.worker
+            payload = orjson.dumps(dump_parts(parts))
+            if not worker.alive:
+                if worker.slot not in self._replacing:
+                    return _resolved(TurnResult(None, error=_down(worker)))
+                later: Future[TurnResult] = Future()
+                session.deferred.append((payload, later))
+                return later
+            call_id, call = self._register(worker, "prompt", session)
+            session.prompts.add(call_id)
+        self._send(worker, ["prompt", call_id, session_id], payload)
+        future: Future[TurnResult] = call.future
+        return future
+
+    def cancel(self, session_id: str) -> None:
+        with self._lock:
+            worker = self._require(session_id).worker
+        self._send(worker, ["cancel", session_id])
+
+    def answer_permission(
+        self, session_id: str, request_id: str, outcome: PermissionOutcome
+    ) -> bool:
+        check_outcome(outcome)
+        return self._answer(session_id, ["answer_permission", request_id, outcome])
+
+    def answer_editor(self, session_id: str, request_id: str, answer: EditorAnswer) -> bool:
+        return self._answer(session_id, ["answer_editor", request_id, dump_answer(answer)])
+
+    def close_session(self, session_id: str) -> None:
+        with self._lock:
+            session = self._require(session_id)
+            del self._sessions[session_id]
+            session.closed = True
+            worker = session.worker
+            # A running turn's last frames (its discards) and its result still
+            # come through; the routing entry goes with the turn's result.
+            if not session.prompts:
+                worker.sessions.pop(session_id, None)
+            waiting = self._take_deferred(session)
+        for _payload, later in waiting:
+            later.set_result(TurnResult("cancelled"))
+        self._send(worker, ["close", session_id])
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            workers = list(self._workers)
+        deadline = time.monotonic() + timeout
+        for worker in workers:
+            self._send(worker, ["shutdown", timeout])
+        for worker in workers:
+            if worker.thread is not None:
+                worker.thread.join(max(0.0, deadline - time.monotonic()))
+            try:
+                worker.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                logger.warning("worker %d did not stop in time; killing it", worker.slot)
+                worker.process.kill()
+                worker.process.wait()
+            if worker.thread is not None:
+                worker.thread.join(5.0)
+            worker.close_pipes()
+
+    # --- beyond the boundary ----------------------------------------------------------------
+
+    def worker_pids(self) -> list[int]:
+        """The running workers' process ids, by slot (operators and drills use them)."""
+        with self._lock:
+            return [w.pid for w in self._workers if w.alive]
+
+    def kill_tool_processes_now(self) -> None:
+        """Ask every worker to kill its tool processes and exit; safe in a signal handler."""
+        for worker in list(self._workers):
+            with contextlib.suppress(OSError):
+                os.kill(worker.pid, signal.SIGTERM)
+
+    # --- calls to workers -----------------------------------------------------------------
+
+    def _require(self, session_id: str) -> _Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise UnknownSession(session_id)
+        return session
+
+    def _register(self, worker: _Worker, kind: CallKind, session: _Session) -> tuple[int, _Call]:
+        """Note a call awaiting ``worker``'s answer; called with the lock held."""
+        if not worker.alive:
+            raise WorkerCrashed(_down(worker))
+        call_id = next(self._call_ids)
+        call = _Call(kind, session)
+        worker.calls[call_id] = call
+        return call_id, call
+
+    def _open_on(self, worker: _Worker, session: _Session) -> Future[Any]:
+        with self._lock:
+            call_id, call = self._register(worker, "open", session)
+        editor = session.editor
+        header = ["open", call_id, session.session_id, session.cwd]
+        self._send(worker, [*header, editor.read_text_file, editor.write_text_file])
+        return call.future
+
+    def _answer(self, session_id: str, command: list[Any]) -> bool:
+        with self._lock:
+            session = self._require(session_id)
+            worker = session.worker
+            if not worker.alive:
+                return False
+            call_id, call = self._register(worker, "answer", session)
+        self._send(worker, [command[0], call_id, session_id, *command[1:]])
+        try:
+            return bool(call.future.result(CALL_TIMEOUT_S))
+        except TimeoutError:
+            with self._lock:
+                worker.calls.pop(call_id, None)
+            return False
+
+    def _send(self, worker: _Worker, header: list[Any], payload: bytes = b"") -> None:
+        """Write to ``worker``; a dead worker's reader settles whatever this call awaited."""
+        try:
+            worker.writer.write(header, payload)
+        except OSError as exc:
+            logger.warning(
+                "worker %d is unreachable (%r); its reader ends its turns", worker.slot, exc
+            )
+
+    # --- what workers send ------------------------------------------------------------------
+
+    def _start_reading(self, worker: _Worker) -> None:
+        worker.thread = threading.Thread(
+            target=self._read, args=(worker,), name=f"toolprep-worker-{worker.slot}", daemon=True
+        )
+        worker.thread.start()
+
+    def _read(self, worker: _Worker) -> None:
+        sessions = worker.sessions
+        read = worker.reader.read
+        try:
+            while (frame := read()) is not None:
+                header, payload = frame
+                kind = header[0]
+                if kind == "updated":
+                    session = sessions.get(header[1])
+                    if session is not None:
+                        self._relay_update(session, header[2], payload)
+                else:
+                    self._handle(worker, header)
+        except (WireError, OSError, ValueError) as exc:
+            logger.error("worker %d sent a broken frame: %s", worker.slot, exc)
+            worker.process.kill()
+        self._worker_ended(worker)
+
+    def _relay_update(self, session: _Session, card: list[Any] | None, payload: bytes) -> None:
+        if card is not None:
+            call_id, tool_name, terminal = card
+            if terminal:
+                session.open_cards.pop(call_id, None)
+            else:
+                session.open_cards[call_id] = tool_name
+        try:
+            session.sink.send_encoded_update(session.session_id, payload)
+        except Exception:
+            logger.exception("the sink of %s failed on a frame", session.session_id)
+
+    def _handle(self, worker: _Worker, header: list[Any]) -> None:
+        match header:
+            case ["requested", str(session_id), request]:
+                session = worker.sessions.get(session_id)
+                if session is None:
+                    return
+                try:
+                    session.sink.send_request(session_id, load_request(request))
+                except WireError:
+                    raise
+                except Exception:
+                    logger.exception("the sink of %s failed on a request", session_id)
+            case ["tool_group", int(pgid), bool(live)]:
+                if live:
+                    worker.tool_groups.add(pgid)
+                else:
+                    worker.tool_groups.discard(pgid)
+            case ["returned", int(call_id), value]:
+                self._settle(worker, call_id, value, None)
+            case ["raised", int(call_id), str(kind), str(message)]:
+                self._settle(worker, call_id, None, _error(kind, message))
+            case _:
+                raise WireError(f"not a worker frame: {header!r}")
+
+    def _settle(self, worker: _Worker, call_id: int, value: Any, error: Exception | None) -> None:
+        with self._lock:
+            call = worker.calls.pop(call_id, None)
+            if call is None:
+                return
+            session = call.session
+            if call.kind == "prompt":
+                session.prompts.discard(call_id)
+                if session.closed and not session.prompts:
+                    worker.sessions.pop(session.session_id, None)
+        if call.kind == "prompt":
+            result = load_result(value) if error is None else TurnResult(None, error=str(error))
+            call.future.set_result(result)
+        elif error is not None:
+            call.future.set_exception(error)
+        else:
+            call.future.set_result(value)
+
+    # --- a worker that ended ----------------------------------------------------------------
+
+    def _worker_ended(self, worker: _Worker) -> None:
+        with self._lock:
+            worker.alive = False
+            closing = self._closed
+            if not closing:
+                self._replacing.add(worker.slot)
+            calls, worker.calls = worker.calls, {}
+            sessions = list(worker.sessions.values())
+        how = worker.exit_description()
+        for pgid in worker.tool_groups:  # what the worker could not stop itself
+            signal_group(pgid, signal.SIGKILL)
+        if not closing:
+            logger.error("worker %d (pid %d) %s", worker.slot, worker.pid, how)
+        lost = f"the worker process serving this session {how}; the turn was lost"
+        for session in sessions:
+            self._discard_open_cards(session)
+        for call in calls.values():
+            match call.kind:
+                case "prompt":
+                    call.future.set_result(TurnResult(None, error=lost))
+                case "open" | "answer":
+                    call.future.set_exception(WorkerCrashed(lost))
+        worker.close_pipes()
+        if not closing:
+            self._replace(worker, [s for s in sessions if not s.closed])
+
+    def _discard_open_cards(self, session: _Session) -> None:
+        cards, session.open_cards = session.open_cards, {}
+        for call_id, tool_name in cards.items():
+            try:
+                session.sink.send_update(session.session_id, discarded(call_id, tool_name))
+            except Exception:
+                logger.exception("the sink of %s failed on a discard", session.session_id)
+
+    def _replace(self, dead: _Worker, sessions: list[_Session]) -> None:
+        """Start a successor in ``dead``'s slot and move its sessions over, within budget."""
+        successor = self._successor(dead)
+        if successor is not None:
+            for session in sessions:
+                self._move(session, successor)
+        with self._lock:
+            self._replacing.discard(dead.slot)
+            stranded = [s for s in sessions if s.worker is dead]
+            waiting = [later for s in stranded for _payload, later in self._take_deferred(s)]
+        for later in waiting:  # the slot stays down: whoever waits learns it now
+            later.set_result(TurnResult(None, error=_down(dead)))
+        if successor is not None:
+            logger.warning(
+                "worker %d replaced (pid %d); %d sessions moved over",
+                dead.slot,
+                successor.pid,
+                len(sessions) - len(stranded),
+            )
+
+    def _successor(self, dead: _Worker) -> _Worker | None:
+        now = time.monotonic()
+        window = self._crashes.setdefault(dead.slot, deque())
+        window.append(now)
+        while window and now - window[0] > self._within:
+            window.popleft()
+        if len(window) > self._max_restarts:
+            logger.critical(
+                "worker %d crashed %d times in %.0fs; not restarting it",
+                dead.slot,
+                len(window),
+                self._within,
+            )
+            return None
+        try:
+            successor = _Worker(dead.slot, self._spec)
+            successor.await_ready()
+        except Exception:
+            logger.exception("worker %d could not be restarted", dead.slot)
+            return None
+        with self._lock:
+            if not self._closed:
+                self._workers[dead.slot] = successor
+                self.restarts += 1
+                self._start_reading(successor)
+                return successor
+        successor.process.kill()
+        successor.process.wait()
+        successor.close_pipes()
+        return None
+
+    def _move(self, session: _Session, successor: _Worker) -> None:
+        """Reopen ``session`` on ``successor``, then send the prompts it received meanwhile."""
+        with self._lock:
+            if session.closed:
+                return
+            successor.sessions[session.session_id] = session  # its frames route from now on
+        try:
+            self._open_on(successor, session).result(CALL_TIMEOUT_S)
+        except Exception:
+            logger.exception("reopening %s on the new worker failed", session.session_id)
+            with self._lock:
+                successor.sessions.pop(session.session_id, None)
+            return
+        with self._lock:
+            # Switched under the lock together with sending what waited, so a prompt
+            # arriving now queues behind those instead of overtaking them.
+            session.worker = successor
+            for payload, later in self._take_deferred(session):
+                call_id, call = self._register(successor, "prompt", session)
+                call.future = later
+                session.prompts.add(call_id)
+                self._send(successor, ["prompt", call_id, session.session_id], payload)
+
+    @staticmethod
+    def _take_deferred(session: _Session) -> list[tuple[bytes, Future[TurnResult]]]:
+        deferred, session.deferred = session.deferred, []
+        return deferred
+
+
+def _resolved(result: TurnResult) -> Future[TurnResult]:
+    future: Future[TurnResult] = Future()
+    future.set_result(result)
+    return future
+
+
+def _down(worker: _Worker) -> str:
+    return f"the worker process serving this session (slot {worker.slot}) is not running"
+
+
+def _error(kind: str, message: str) -> Exception:
+    match kind:
+        case "unknown_session":
+            return SessionHostError(message)
+        case "host_closed":
+            return HostClosed(message)
+        case "invalid":
+            return ValueError(message)
+        case _:
+            return SessionHostError(message)

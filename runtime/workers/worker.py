@@ -1,0 +1,231 @@
+"""A worker process: one whole ``Runtime`` serving the sessions its front routes to it.
+
+Run as ``python -m toolprep.runtime.workers.worker FACTORY CONFIG``: FACTORY
+names a function (``package.module:function``) that builds the runtime from
+CONFIG (JSON), so a worker runs exactly the tools and providers its front's
+owner configured. Commands arrive on stdin and frames leave on stdout
+(``wire``); stdout carries nothing else. The worker ends when its front
+says so or goes away (stdin closes): either way every running turn is
+cancelled first, so its cards get their terminal updates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+import orjson
+
+from toolprep.messages.frames import TERMINAL_STATUSES
+from toolprep.messages.permissions import check_outcome
+from toolprep.messages.turns import TurnResult
+from toolprep.runtime.gc_tuning import tune_gc_for_daemon
+from toolprep.runtime.host import Runtime
+from toolprep.runtime.session_host import (
+    ClientRequest,
+    EditorCapabilities,
+    HostClosed,
+    UnknownSession,
+)
+from toolprep.runtime.workers.codec import (
+    dump_request,
+    dump_result,
+    load_answer,
+    load_parts,
+)
+from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
+
+logger = logging.getLogger(__name__)
+
+RuntimeFactory = Callable[[Any], Runtime]
+
+
+def card_of(update: dict[str, Any]) -> list[Any] | None:
+    """``[call id, tool name, terminal?]`` for a tool-call update, else None.
+
+    The front keeps this per session so that, should this process die, it
+    can still give every card the worker left open its terminal update.
+    """
+    kind = update.get("sessionUpdate")
+    if kind != "tool_call" and kind != "tool_call_update":
+        return None
+    meta = update.get("_meta")
+    tool_name = meta.get("toolName", "") if isinstance(meta, dict) else ""
+    return [update.get("toolCallId"), tool_name, update.get("status") in TERMINAL_STATUSES]
+
+
+class PipeSink:
+    """The ``FrameSink`` of every session of this worker: frames onto the pipe to the front."""
+
+    def __init__(self, writer: FrameWriter) -> None:
+        self._writer = writer
+
+    def send_update(self, session_id: str, update: dict[str, Any]) -> None:
+        self._writer.write(["updated", session_id, card_of(update)], orjson.dumps(update))
+
+    def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
+        self._writer.write(["updated", session_id, card_of(orjson.loads(update_json))], update_json)
+
+    def send_request(self, session_id: str, request: ClientRequest) -> None:
+        self._writer.write(["requested", session_id, dump_request(request)])
+
+
+def load_factory(spec: str) -> RuntimeFactory:
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"a runtime factory is named 'package.module:function', not {spec!r}")
+    factory = getattr(importlib.import_module(module_name), attribute, None)
+    if not callable(factory):
+        raise ValueError(f"{spec} is not a callable that builds a runtime")
+    built: RuntimeFactory = factory
+    return built
+
+
+class WorkerLoop:
+    """Reads the front's commands and carries them out on the runtime."""
+
+    def __init__(self, runtime: Runtime, commands: IO[bytes], writer: FrameWriter) -> None:
+        self.runtime = runtime
+        self.reader = FrameReader(commands)
+        self.writer = writer
+        self.sink = PipeSink(writer)
+
+    def run(self) -> None:
+        while True:
+            frame = self.reader.read()
+            if frame is None:  # the front went away: end the turns it can no longer see
+                self.runtime.shutdown()
+                return
+            header, payload = frame
+            if header[0] == "shutdown":
+                self.runtime.shutdown(timeout=float(header[1]))
+                return
+            self.handle(header, payload)
+
+    def handle(self, header: list[Any], payload: bytes) -> None:
+        match header:
+            case ["open", int(call_id), str(sid), str(cwd), bool(can_read), bool(can_write)]:
+                editor = EditorCapabilities(read_text_file=can_read, write_text_file=can_write)
+                self._answer(
+                    call_id,
+                    lambda: self.runtime.open_session(Path(cwd), self.sink, sid, editor=editor),
+                )
+            case ["prompt", int(call_id), str(sid)]:
+                self._prompt(call_id, sid, payload)
+            case ["cancel", str(sid)]:
+                with contextlib.suppress(UnknownSession):
+                    self.runtime.cancel(sid)
+            case ["close", str(sid)]:
+                with contextlib.suppress(UnknownSession):
+                    self.runtime.close_session(sid)
+            case ["answer_permission", int(call_id), str(sid), str(rid), str(outcome)]:
+                self._answer(
+                    call_id,
+                    lambda: self.runtime.answer_permission(sid, rid, check_outcome(outcome)),
+                )
+            case ["answer_editor", int(call_id), str(sid), str(rid), answer]:
+                self._answer(
+                    call_id,
+                    lambda: self.runtime.answer_editor(sid, rid, load_answer(answer)),
+                )
+            case _:
+                raise WireError(f"not a worker command: {header!r}")
+
+    def _prompt(self, call_id: int, session_id: str, payload: bytes) -> None:
+        try:
+            parts = load_parts(orjson.loads(payload))
+            reply = self.runtime.prompt(session_id, parts)
+        except Exception as exc:
+            self._raise(call_id, exc)
+            return
+
+        def returned(done: Future[TurnResult]) -> None:
+            try:
+                result = done.result()
+            except Exception as exc:
+                result = TurnResult(None, error=f"the turn failed: {exc!r}")
+            self.writer.write(["returned", call_id, dump_result(result)])
+
+        reply.add_done_callback(returned)
+
+    def _answer(self, call_id: int, call: Callable[[], Any]) -> None:
+        try:
+            value = call()
+        except Exception as exc:
+            self._raise(call_id, exc)
+            return
+        self.writer.write(["returned", call_id, value])
+
+    def _raise(self, call_id: int, exc: Exception) -> None:
+        match exc:
+            case UnknownSession():
+                kind = "unknown_session"
+            case HostClosed():
+                kind = "host_closed"
+            case ValueError():
+                kind = "invalid"
+            case _:
+                kind = "failed"
+        self.writer.write(["raised", call_id, kind, str(exc) or repr(exc)])
+
+
+def report_tool_groups(runtime: Runtime, writer: FrameWriter) -> None:
+    """Tell the front of every tool process group, so it can kill them should this process die."""
+
+    def changed(pgid: int, live: bool) -> None:
+        writer.write(["tool_group", pgid, live])
+
+    for groups in runtime.tool_process_groups():
+        groups.on_change = changed
+
+
+def _stop_tools_and_exit(runtime: Runtime) -> Callable[[int, FrameType | None], None]:
+    def handle(signum: int, frame: FrameType | None) -> None:
+        with contextlib.suppress(Exception):
+            runtime.kill_tool_processes_now()
+        os._exit(128 + signum)
+
+    return handle
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m toolprep.runtime.workers.worker FACTORY CONFIG", file=sys.stderr)
+        return 2
+    # The front stops workers through the pipe; an interrupt aimed at the whole
+    # process group (Ctrl-C in a terminal) must not kill them under it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    frames_out = os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to stderr
+    sys.stdout = sys.stderr
+    try:
+        runtime = load_factory(argv[0])(orjson.loads(argv[1]))
+    except Exception as exc:
+        print(f"toolprep worker: cannot build the runtime: {exc}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _stop_tools_and_exit(runtime))
+    tune_gc_for_daemon()
+    writer = FrameWriter(frames_out)
+    report_tool_groups(runtime, writer)
+    writer.write(["ready", os.getpid()])
+    commands = open(sys.stdin.fileno(), "rb", closefd=False)  # noqa: SIM115
+    try:
+        WorkerLoop(runtime, commands, writer).run()
+    except (WireError, orjson.JSONDecodeError) as exc:
+        logger.error("the front sent something that is no command (%s); stopping", exc)
+        runtime.shutdown()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
