@@ -1,0 +1,99 @@
+"""What crosses the worker pipes comes back as the same typed value, or fails clearly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from toolprep.messages.content import (
+    FunctionCall,
+    FunctionCallPart,
+    FunctionResponse,
+    FunctionResponsePart,
+    Part,
+    TextPart,
+    ThoughtPart,
+    Usage,
+)
+from toolprep.messages.turns import TurnResult
+from toolprep.runtime.session_host import (
+    ClientRequest,
+    EditorAnswer,
+    EditorFailed,
+    FileRead,
+    FileWritten,
+    ReadTextFile,
+    RequestPermission,
+    WriteTextFile,
+)
+from toolprep.runtime.workers import codec
+from toolprep.runtime.workers.wire import WireError
+
+
+def _through_json(value: Any) -> Any:
+    return orjson.loads(orjson.dumps(value))
+
+
+def test_parts_round_trip() -> None:
+    parts: list[Part] = [
+        TextPart("hi"),
+        ThoughtPart("hmm", signature="sig"),
+        ThoughtPart("bare"),
+        FunctionCallPart(FunctionCall("c1", "read_file", {"path": "a"})),
+        FunctionResponsePart(FunctionResponse("c1", "read_file", {"output": "x"}, is_error=True)),
+    ]
+    assert codec.load_parts(_through_json(codec.dump_parts(parts))) == parts
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        TurnResult("end_turn", usage=Usage(3, 4)),
+        TurnResult("cancelled"),
+        TurnResult(None, error="the provider said no"),
+    ],
+)
+def test_turn_results_round_trip(result: TurnResult) -> None:
+    assert codec.load_result(_through_json(codec.dump_result(result))) == result
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        RequestPermission("permission_1", {"toolCallId": "c1", "title": "Run ls"}),
+        ReadTextFile("fs_1", "/w/a.py", line=3, limit=10),
+        ReadTextFile("fs_2", "/w/a.py"),
+        WriteTextFile("fs_3", "/w/a.py", "text"),
+    ],
+)
+def test_requests_round_trip(request_: ClientRequest) -> None:
+    assert codec.load_request(_through_json(codec.dump_request(request_))) == request_
+
+
+@pytest.mark.parametrize("answer", [FileRead("text"), FileWritten(), EditorFailed("no buffer")])
+def test_editor_answers_round_trip(answer: EditorAnswer) -> None:
+    assert codec.load_answer(_through_json(codec.dump_answer(answer))) == answer
+
+
+@pytest.mark.parametrize(
+    ("load", "raw", "error"),
+    [
+        (codec.load_parts, {"type": "text"}, "must be a list"),
+        (codec.load_parts, [{"type": "image", "data": "..."}], "not a prompt part"),
+        (codec.load_result, {"stop_reason": "bored", "error": None, "usage": None}, "bored"),
+        (codec.load_result, {"stop_reason": None, "error": 3, "usage": None}, "must be text"),
+        (codec.load_result, {"stop_reason": None, "error": None, "usage": [1]}, "token usage"),
+        (
+            codec.load_request,
+            {"type": "read", "id": "r", "path": "/a", "line": "3", "limit": None},
+            "whole number",
+        ),
+        (codec.load_request, {"type": "delete", "id": "r"}, "not a client request"),
+        (codec.load_answer, {"type": "read"}, "not an editor answer"),
+    ],
+)
+def test_malformed_values_are_refused_by_name(load: Any, raw: Any, error: str) -> None:
+    with pytest.raises(WireError, match=error):
+        load(raw)

@@ -1,0 +1,107 @@
+"""``WorkerHost`` edge cases, with real worker processes and the loopback provider."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.runtime import scenarios as sc
+from tests.session_host.hosts import worker_spec
+from tests.session_host.recording import RecordingFrameSink
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.processes import gone_within
+from toolprep.messages.content import TextPart
+from toolprep.runtime.session_host import SessionHostError
+from toolprep.runtime.workers.front import WorkerHost, WorkerSpec
+from toolprep.runtime.workers.wire import FrameReader, FrameWriter
+
+KIND = "anthropic"
+TURN_S = 20.0
+
+
+@pytest.mark.parametrize(
+    ("factory", "config"),
+    [
+        ("toolprep.runtime.workers.worker:no_such_function", None),
+        ("not a factory name", None),
+        ("tests.session_host.worker_runtime:build", {}),  # the factory itself raises
+    ],
+)
+def test_workers_that_cannot_build_a_runtime_fail_the_host_clearly(
+    factory: str, config: object
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with pytest.raises(SessionHostError, match=r"worker 0 did not start \(exit status 2\)"):
+        WorkerHost(WorkerSpec(factory, config, env), workers=2)
+
+
+def test_a_slot_over_its_restart_budget_stays_down_and_the_others_serve(tmp_path: Path) -> None:
+    with FakeProviderServer() as server:
+        host = WorkerHost(worker_spec(KIND, server), workers=2, max_restarts=0)
+        try:
+            doomed_sink, other_sink = RecordingFrameSink(), RecordingFrameSink()
+            doomed = host.open_session(tmp_path, doomed_sink)
+            other = host.open_session(tmp_path, other_sink)
+            first, second = host.worker_pids()
+            os.kill(first, signal.SIGKILL)
+            assert gone_within(first, TURN_S)
+            deadline = time.monotonic() + TURN_S
+            while first in host.worker_pids() or len(host.worker_pids()) != 1:
+                assert time.monotonic() < deadline, host.worker_pids()
+                time.sleep(0.05)
+            result = host.prompt(doomed, [TextPart("hello")]).result(TURN_S)
+            assert result.stop_reason is None
+            assert result.error is not None and "is not running" in result.error
+
+            server.enqueue(sc.ok(sc.text_turn(KIND, "Fine here.")), sc.ok(sc.text_turn(KIND)))
+            assert host.prompt(other, [TextPart("hello")]).result(TURN_S).stop_reason == "end_turn"
+            newcomer = host.open_session(tmp_path, RecordingFrameSink())
+            assert host.prompt(newcomer, [TextPart("hi")]).result(TURN_S).stop_reason == "end_turn"
+            assert host.worker_pids() == [second]
+        finally:
+            host.shutdown(timeout=5)
+
+
+def test_a_worker_given_a_broken_command_stops_with_a_clear_error(tmp_path: Path) -> None:
+    with FakeProviderServer() as server:
+        spec = worker_spec(KIND, server)
+        process = subprocess.Popen(
+            spec.command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(spec.env or {}),
+            cwd=spec.cwd,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            ready = FrameReader(process.stdout).read()
+            assert ready is not None and ready[0][0] == "ready"
+            FrameWriter(process.stdin.fileno()).write(["explode", 1, 2, 3])
+            _out, err = process.communicate(timeout=TURN_S)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            for pipe in (process.stdin, process.stdout, process.stderr):
+                if pipe is not None and not pipe.closed:
+                    pipe.close()
+        assert process.returncode == 1
+        assert b"not a worker command: ['explode', 1, 2, 3]" in err
+
+
+def test_the_worker_entry_point_explains_its_usage() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "toolprep.runtime.workers.worker"],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert b"usage: python -m toolprep.runtime.workers.worker FACTORY CONFIG" in done.stderr
