@@ -521,14 +521,41 @@ class CliAgent:
     def pid(self) -> int:
         return self.process.pid
 
+    def processes(self) -> list[int]:
+        """The agent and every process under it (its workers, when it has any)."""
+        return process_tree(self.pid)
+
     def cpu_seconds(self) -> float:
-        return process_cpu_seconds(self.pid)
+        return sum(_safe_cpu(pid) for pid in self.processes())
 
     def threads(self) -> int:
-        return os_threads(self.pid)
+        return sum(_safe_status(os_threads, pid) for pid in self.processes())
 
     def rss_kib(self) -> int:
-        return rss_kib(self.pid)
+        return sum(_safe_status(rss_kib, pid) for pid in self.processes())
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants, as ``/proc`` lists them now (gone ones are skipped)."""
+    found = [pid]
+    for parent in found:  # grows while walked: breadth first
+        try:
+            tasks = list(Path(f"/proc/{parent}/task").iterdir())
+        except FileNotFoundError:
+            continue
+        for task in tasks:
+            try:
+                found.extend(int(c) for c in (task / "children").read_text().split())
+            except FileNotFoundError:
+                continue
+    return found
+
+
+def _safe_status(read: Callable[[int], int], pid: int) -> int:
+    try:
+        return read(pid)
+    except (OSError, KeyError):
+        return 0  # ended between listing and reading
 
 
 def cli_agent_command(provider: str, base_url: str, extra_args: Sequence[str] = ()) -> list[str]:

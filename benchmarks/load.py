@@ -71,7 +71,15 @@ TARGET_RATE_SHARE = 0.9
 """A run 'holds' N x R events/s when the server got at least this share of it out."""
 
 AGENT_MODES = ("embedded", "cli")
-"""``--mode``: the runtime in the benchmark's process, or the ``toolprep acp`` command."""
+"""``--mode``: the runtime in the benchmark's process, or the ``toolprep acp`` command
+(once per ``--workers`` count)."""
+
+
+def cli_label(workers: int) -> str:
+    """How runs of ``toolprep acp --workers N`` are named in tables and reports."""
+    return f"cli-w{workers}"
+
+
 MODES = ("actors", "cli", "direct-http", "direct-inproc")
 """What one child run drives: ``actors`` is the embedded runtime, ``cli`` the command."""
 RATIO_FIGURES = {
@@ -181,8 +189,11 @@ class _AgentUnderTest(Protocol):
     from_agent: int
     hosts_harness: bool
     """True when the editor-side threads run in the agent's process (their CPU is subtracted)."""
-    pids: tuple[int, ...]
-    """Processes besides this one whose CPU is the agent's."""
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """Processes besides this one whose CPU is the agent's."""
+        ...
 
     def cpu_seconds(self) -> float: ...
     def threads(self) -> int: ...
@@ -199,7 +210,10 @@ class _EmbeddedAgent:
 
     agent = "embedded"
     hosts_harness = True
-    pids: tuple[int, ...] = ()
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return ()
 
     def __init__(self, runtime: Any, gc_mode: str, gc_threshold: tuple[int, ...] | None) -> None:
         import gc
@@ -246,16 +260,20 @@ class _EmbeddedAgent:
 
 
 class _CliProcessAgent:
-    """``toolprep acp`` in its own process: meters read ``/proc/<pid>``, nothing is subtracted."""
+    """``toolprep acp`` in its own process: meters read ``/proc`` for it and its workers,
+    nothing is subtracted."""
 
-    agent = "cli"
     hosts_harness = False
 
-    def __init__(self, process: h.CliAgent) -> None:
+    def __init__(self, process: h.CliAgent, workers: int) -> None:
+        self.agent = cli_label(workers)
         self.process = process
         self.to_agent = process.to_agent
         self.from_agent = process.from_agent
-        self.pids: tuple[int, ...] = (process.pid,)
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(self.process.processes())
 
     def cpu_seconds(self) -> float:
         return self.process.cpu_seconds()
@@ -298,6 +316,7 @@ def run_child(
     transport: str = "aiohttp",
     gc_mode: str = "daemon",
     cli_args: Sequence[str] = (),
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Run one configuration in this process (``cli``: against a ``toolprep acp`` child)."""
     import gc
@@ -326,8 +345,9 @@ def run_child(
         lag: h.LoopLagProbe | None = None
         agent: _AgentUnderTest
         if mode == "cli":
-            process = stack.enter_context(h.cli_agent(provider_name, base_url, cli_args))
-            agent = _CliProcessAgent(process)
+            command_args = [*cli_args, "--workers", str(workers)]
+            process = stack.enter_context(h.cli_agent(provider_name, base_url, command_args))
+            agent = _CliProcessAgent(process, workers)
         else:
             registry = h.bench_registry()
             if server is not None:
@@ -424,11 +444,13 @@ def run_child(
         threads_idle = agent.threads()
 
         peak_threads = threads_idle
+        peak_processes = 1  # the embedded agent is this process
         peak_rss = rss_idle_after
         threads_at_peak = agent.thread_names()
 
         def sample() -> None:
-            nonlocal peak_threads, peak_rss, threads_at_peak
+            nonlocal peak_threads, peak_rss, threads_at_peak, peak_processes
+            peak_processes = max(peak_processes, len(agent.pids))
             threads = agent.threads()
             if threads > peak_threads:
                 peak_threads = threads
@@ -501,6 +523,8 @@ def run_child(
         "mode": mode,
         "agent": agent.agent,
         "cli_args": list(cli_args) if not embedded else None,
+        "workers": workers if not embedded else None,
+        "processes": peak_processes,
         "tool": tool,
         "transport": transport if mode != "direct-inproc" else None,
         "gc": gc_mode if embedded else "daemon",
@@ -584,7 +608,11 @@ def _thread_names() -> dict[str, int]:
 
 
 def _spawn(
-    mode: str, sessions: int, args: argparse.Namespace, transport: str = "aiohttp"
+    mode: str,
+    sessions: int,
+    args: argparse.Namespace,
+    transport: str = "aiohttp",
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Run one configuration in a fresh interpreter so runs cannot disturb each other."""
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as out:
@@ -626,6 +654,7 @@ def _spawn(
         + (["--gc-threshold", args.gc_threshold] if args.gc_threshold else [])
         + (["--gc-freeze"] if args.gc_freeze else [])
         + ([f"--cli-args={args.cli_args}"] if mode == "cli" and args.cli_args else [])
+        + (["--child-workers", str(workers)] if mode == "cli" else [])
     )
     try:
         subprocess.run(
@@ -654,7 +683,7 @@ def mode_ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         out.append(
             {
-                "mode": run["mode"],
+                "mode": _label(run),
                 "against": base["mode"],
                 "sessions": run["sessions"],
                 "transport": run["transport"],
@@ -759,8 +788,9 @@ def print_table(runs: list[dict[str, Any]]) -> None:
 
 
 def _label(run: dict[str, Any]) -> str:
+    name = run["agent"] if run.get("workers") else run["mode"]
     transport = run.get("transport")
-    return f"{run['mode']}/{transport}" if transport else run["mode"]
+    return f"{name}/{transport}" if transport else name
 
 
 def print_breakdown(run: dict[str, Any]) -> None:
@@ -768,7 +798,7 @@ def print_breakdown(run: dict[str, Any]) -> None:
     window = run["window_s"]
     parts = ", ".join(
         f"{name} {sec / window * 100:.0f}%" for name, sec in busy if sec / window >= 0.01
-    ) or ("not visible from outside the process" if run["agent"] == "cli" else "-")
+    ) or ("not visible from outside the process" if run["agent"] != "embedded" else "-")
     print(
         f"  {_label(run)} N={run['sessions']}: CPU by thread (share of one core): {parts}; "
         f"loopback server {run['cpu']['loopback_server_s'] / window * 100:.0f}%"
@@ -873,6 +903,11 @@ def main(argv: list[str] | None = None) -> int:
         help="extra options for toolprep acp in cli mode, one shell-quoted string "
         "(write --cli-args='--opt value' when it starts with a dash)",
     )
+    parser.add_argument(
+        "--workers",
+        default="1,2",
+        help="comma-separated --workers values to run the cli mode with (1: no worker processes)",
+    )
     parser.add_argument("--sessions", default="1,100,1000", help="comma-separated session counts")
     parser.add_argument("--rate", type=float, default=20.0, help="provider events/s per session")
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per N")
@@ -940,6 +975,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT)
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--child-workers", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.sessions.split(",") if x.strip()]
     if not counts or min(counts) < 1:
@@ -952,6 +988,16 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(modes) - set(AGENT_MODES))
     if not modes or unknown:
         parser.error(f"--mode takes {', '.join(AGENT_MODES)} (got {args.mode!r})")
+    try:
+        worker_counts = [int(x) for x in args.workers.split(",") if x.strip()]
+    except ValueError:
+        worker_counts = []
+    if not worker_counts or min(worker_counts) < 1:
+        parser.error(f"--workers takes positive counts (got {args.workers!r})")
+    agents = [
+        *(["embedded"] if "embedded" in modes else []),
+        *([cli_label(w) for w in worker_counts] if "cli" in modes else []),
+    ]
     try:
         cli_args = shlex.split(args.cli_args)
     except ValueError as exc:
@@ -973,6 +1019,7 @@ def main(argv: list[str] | None = None) -> int:
             transports[0],
             args.gc,
             cli_args,
+            args.child_workers,
         )
         h.write_report(args.child_out, result)
         return 0
@@ -989,8 +1036,9 @@ def main(argv: list[str] | None = None) -> int:
                     http_runs.append(_spawn("direct-http", n, args, transport))
         if "cli" in modes:
             # The command's provider always uses the runtime's own transport (the first listed).
-            print(f"cli/aiohttp   N={n}: running ...", flush=True)
-            runs.append(_spawn("cli", n, args, "aiohttp"))
+            for workers in worker_counts:
+                print(f"{cli_label(workers)}/aiohttp N={n}: running ...", flush=True)
+                runs.append(_spawn("cli", n, args, "aiohttp", workers))
     baseline: dict[str, Any] | None = None
     if "embedded" in modes and not args.no_inproc_baseline:
         print(f"direct-inproc N={max(counts)}: running ...", flush=True)
@@ -1030,9 +1078,9 @@ def main(argv: list[str] | None = None) -> int:
             baseline,
             {r["sessions"]: r for r in http_runs if r["transport"] == transports[0]},
         )
-        for mode in modes
+        for mode in agents
     }
-    targets = targets_by_mode[modes[0]]
+    targets = targets_by_mode[agents[0]]
     ratios = mode_ratios(runs)
     for ratio in ratios:
         figures = ", ".join(f"{k} {_fmt(v, '.2f')}x" for k, v in ratio["ratios"].items())
@@ -1051,13 +1099,14 @@ def main(argv: list[str] | None = None) -> int:
         print()
         for t in mode_targets.values():
             detail = {k: v for k, v in t.items() if k not in ("target", "verdict")}
-            prefix = f"[{mode}] " if len(modes) > 1 else ""
+            prefix = f"[{mode}] " if len(agents) > 1 else ""
             print(f"{prefix}{t['verdict']}  {t['target']}  {detail}")
     report = {
         "benchmark": "load",
         "machine": h.machine_info(),
         "config": {
             "modes": modes,
+            "workers": worker_counts,
             "cli_args": cli_args,
             "sessions": counts,
             "rate": args.rate,

@@ -25,7 +25,8 @@ def test_cli_mode_drives_the_command_and_reports_it(
         [
             "--mode=cli",
             "--cli-args=--log-level ERROR",
-            "--sessions=1",
+            "--workers=1,2",
+            "--sessions=2",
             "--rate=200",
             "--duration=1.5",
             "--ramp=0.1",
@@ -40,17 +41,24 @@ def test_cli_mode_drives_the_command_and_reports_it(
     assert report["config"]["modes"] == ["cli"]
     assert report["config"]["cli_args"] == ["--log-level", "ERROR"]
     assert report["direct_http"] == [] and report["direct_inproc"] is None
-    (run,) = report["runs"]
-    assert (run["mode"], run["agent"], run["tool"]) == ("cli", "cli", "read_file")
-    assert run["cli_args"] == ["--log-level", "ERROR"]
-    assert run["events"] > 0
-    assert run["frames_per_s"] > 0
-    assert run["stop_reasons"].get("end_turn", 0) > 0
-    assert run["prompt_errors"] == 0 and run["client_errors"] == 0
-    assert run["failed_tool_calls"] == 0
-    assert run["threads"]["peak"] > 0 and run["rss_kib"]["after_sessions"] > 0
-    assert run["cpu"]["process_s"] > 0
-    assert "cli/aiohttp" in capsys.readouterr().out
+    assert report["config"]["workers"] == [1, 2]
+    single, spread = report["runs"]
+    # The meters cover the agent and its workers: one process, then the front and two workers.
+    assert (single["agent"], single["workers"], single["processes"]) == ("cli-w1", 1, 1)
+    assert (spread["agent"], spread["workers"], spread["processes"]) == ("cli-w2", 2, 3)
+    for run in (single, spread):
+        assert (run["mode"], run["tool"]) == ("cli", "read_file")
+        assert run["cli_args"] == ["--log-level", "ERROR"]
+        assert run["events"] > 0
+        assert run["frames_per_s"] > 0
+        assert run["stop_reasons"].get("end_turn", 0) > 0
+        assert run["prompt_errors"] == 0 and run["client_errors"] == 0
+        assert run["failed_tool_calls"] == 0
+        assert run["threads"]["peak"] > 0 and run["rss_kib"]["after_sessions"] > 0
+        assert run["cpu"]["process_s"] > 0
+    assert spread["threads"]["peak"] > single["threads"]["peak"]  # the workers' threads count
+    out = capsys.readouterr().out
+    assert "cli-w1/aiohttp" in out and "cli-w2/aiohttp" in out
 
 
 def test_unknown_mode_is_refused_with_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
