@@ -113,3 +113,19 @@ def plan(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 TERMINAL_STATUSES = frozenset({"completed", "failed"})
+
+
+def card_change(update: dict[str, Any]) -> tuple[str, str, bool] | None:
+    """``(call id, tool name, terminal?)`` for a tool-call frame, else None.
+
+    Whoever relays or stores frames keeps these to know which cards are still
+    open, so that cards left open by a process that died can still get their
+    terminal update.
+    """
+    kind = update.get("sessionUpdate")
+    if kind != "tool_call" and kind != "tool_call_update":
+        return None
+    meta = update.get("_meta")
+    tool_name = meta.get("toolName", "") if isinstance(meta, dict) else ""
+    terminal = update.get("status") in TERMINAL_STATUSES
+    return str(update.get("toolCallId")), str(tool_name), terminal

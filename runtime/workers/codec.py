@@ -1,5 +1,6 @@
 """What crosses the worker pipes, as JSON-able values: prompt parts, turn results,
-the requests a session sends its caller, and the caller's answers.
+the requests a session sends its caller, and the caller's answers. The session
+store keeps histories in the same form of parts.
 
 Each ``dump_*`` has a ``load_*`` that rebuilds the same frozen value, so both
 sides of a pipe speak the types of ``messages`` and ``session_host`` and

@@ -25,7 +25,7 @@ from typing import IO, Any
 
 import orjson
 
-from toolprep.messages.frames import TERMINAL_STATUSES
+from toolprep.messages.frames import card_change
 from toolprep.messages.permissions import check_outcome
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.gc_tuning import tune_gc_for_daemon
@@ -49,20 +49,6 @@ logger = logging.getLogger(__name__)
 RuntimeFactory = Callable[[Any], Runtime]
 
 
-def card_of(update: dict[str, Any]) -> list[Any] | None:
-    """``[call id, tool name, terminal?]`` for a tool-call update, else None.
-
-    The front keeps this per session so that, should this process die, it
-    can still give every card the worker left open its terminal update.
-    """
-    kind = update.get("sessionUpdate")
-    if kind != "tool_call" and kind != "tool_call_update":
-        return None
-    meta = update.get("_meta")
-    tool_name = meta.get("toolName", "") if isinstance(meta, dict) else ""
-    return [update.get("toolCallId"), tool_name, update.get("status") in TERMINAL_STATUSES]
-
-
 class PipeSink:
     """The ``FrameSink`` of every session of this worker: frames onto the pipe to the front."""
 
@@ -70,10 +56,11 @@ class PipeSink:
         self._writer = writer
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
-        self._writer.write(["updated", session_id, card_of(update)], orjson.dumps(update))
+        self._writer.write(["updated", session_id, card_change(update)], orjson.dumps(update))
 
     def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
-        self._writer.write(["updated", session_id, card_of(orjson.loads(update_json))], update_json)
+        card = card_change(orjson.loads(update_json))
+        self._writer.write(["updated", session_id, card], update_json)
 
     def send_request(self, session_id: str, request: ClientRequest) -> None:
         self._writer.write(["requested", session_id, dump_request(request)])

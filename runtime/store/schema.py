@@ -1,0 +1,71 @@
+"""The session database's schema and how an older file is brought up to date.
+
+``PRAGMA user_version`` holds the schema version. Each migration takes the
+database from version ``n`` to ``n + 1`` inside one transaction, so a file is
+either fully migrated or untouched; a file newer than this code is refused
+rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1: sessions with their model-visible history, the frames sent (in order), and
+    # the cards among them not yet terminal.
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        cwd TEXT NOT NULL,
+        model TEXT,
+        title TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        history BLOB NOT NULL DEFAULT '[]'
+    );
+    CREATE INDEX sessions_by_cwd ON sessions (cwd, updated_at);
+    CREATE INDEX sessions_by_update ON sessions (updated_at, id);
+    CREATE TABLE frames (
+        session_id TEXT NOT NULL REFERENCES sessions (id),
+        seq INTEGER NOT NULL,
+        frame BLOB NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE open_cards (
+        session_id TEXT NOT NULL REFERENCES sessions (id),
+        call_id TEXT NOT NULL,
+        tool_name TEXT NOT NULL,
+        PRIMARY KEY (session_id, call_id)
+    ) WITHOUT ROWID;
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class SchemaTooNew(Exception):
+    def __init__(self, found: int) -> None:
+        super().__init__(
+            f"the database has schema version {found}; this toolprep knows up to "
+            f"{SCHEMA_VERSION} (a newer toolprep wrote it)"
+        )
+
+
+def migrate(connection: sqlite3.Connection) -> int:
+    """Bring the database to ``SCHEMA_VERSION``; returns the version it was at."""
+    (found,) = connection.execute("PRAGMA user_version").fetchone()
+    if found > SCHEMA_VERSION:
+        raise SchemaTooNew(found)
+    for version in range(found, SCHEMA_VERSION):
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    connection.execute(statement)
+            connection.execute(f"PRAGMA user_version = {version + 1}")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+    return int(found)

@@ -1,0 +1,292 @@
+"""``SessionStore``: sessions, their history and their frames in one SQLite file.
+
+What is kept, per session: where it works (cwd), its model and title, the
+history the model sees (saved whole at each turn boundary) and a numbered
+log of the ``session/update`` frames sent, so that loading the session can
+replay exactly what the editor showed. The cards among those frames that
+are not terminal yet are tracked as they are written: after a crash,
+``close_open_cards`` gives each its terminal discard, so a replay never
+shows a card that spins forever.
+
+One connection in WAL mode, used under a lock: one writer, readers never
+blocked by it. Every SQLite failure becomes a ``StoreError`` that names the
+file and what was being done, so a corrupt, locked or full database is a
+clear message and never a traceback.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from toolprep.messages.content import Content
+from toolprep.messages.frames import card_change, discarded
+from toolprep.runtime.session_host import UnknownSession
+from toolprep.runtime.store.schema import SchemaTooNew, migrate
+from toolprep.runtime.workers.codec import dump_parts, load_parts
+from toolprep.runtime.workers.wire import WireError
+
+__all__ = ["SessionInfo", "SessionNotStored", "SessionStore", "StoreError", "StoredSession"]
+
+DEFAULT_BUSY_TIMEOUT_S = 5.0
+TITLE_CHARS = 80
+
+
+class StoreError(Exception):
+    """The session database could not do what was asked; the message says which file and why."""
+
+
+class SessionNotStored(StoreError, UnknownSession):
+    """No stored session has this id (never created, or deleted)."""
+
+    def __init__(self, session_id: str) -> None:
+        UnknownSession.__init__(self, session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    session_id: str
+    cwd: str
+    model: str | None
+    title: str | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    info: SessionInfo
+    history: tuple[Content, ...]
+    frames: tuple[dict[str, Any], ...]
+
+
+class SessionStore:
+    """See the module docstring. Thread-safe; close it when done."""
+
+    def __init__(self, path: Path | str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the session database {self.path}: {exc}") from None
+        try:
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            migrate(self._db)
+        except SchemaTooNew as exc:
+            self._db.close()
+            raise StoreError(f"cannot use the session database {self.path}: {exc}") from None
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise StoreError(f"cannot open the session database {self.path}: {exc}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writing --------------------------------------------------------------------------
+
+    def create(self, session_id: str, cwd: str, model: str | None = None) -> SessionInfo:
+        """Store a new session; an id used before (even by a deleted session) is refused."""
+        now = time.time()
+        with self._transaction(f"create session {session_id}") as db:
+            try:
+                db.execute(
+                    "INSERT INTO sessions (id, cwd, model, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (session_id, cwd, model, now, now),
+                )
+            except sqlite3.IntegrityError:
+                raise StoreError(f"session id {session_id} was already used") from None
+        return SessionInfo(session_id, cwd, model, None, now, now)
+
+    def append_frames(self, session_id: str, frames: Sequence[dict[str, Any]]) -> None:
+        """Add ``frames`` to the session's log, after what it holds, in order."""
+        if not frames:
+            return
+        with self._transaction(f"record frames of {session_id}") as db:
+            self._require(db, session_id)
+            (last,) = db.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            db.executemany(
+                "INSERT INTO frames (session_id, seq, frame) VALUES (?, ?, ?)",
+                [(session_id, last + n, orjson.dumps(f)) for n, f in enumerate(frames, 1)],
+            )
+            for frame in frames:
+                card = card_change(frame)
+                if card is None:
+                    continue
+                call_id, tool_name, terminal = card
+                if terminal:
+                    db.execute(
+                        "DELETE FROM open_cards WHERE session_id = ? AND call_id = ?",
+                        (session_id, call_id),
+                    )
+                else:
+                    db.execute(
+                        "INSERT OR IGNORE INTO open_cards (session_id, call_id, tool_name) "
+                        "VALUES (?, ?, ?)",
+                        (session_id, call_id, tool_name),
+                    )
+            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
+
+    def save_history(self, session_id: str, history: Sequence[Content]) -> None:
+        """Replace the session's history (at a turn boundary); the first user text titles it."""
+        encoded = orjson.dumps([{"role": c.role, "parts": dump_parts(c.parts)} for c in history])
+        title = _title(history)
+        with self._transaction(f"save the history of {session_id}") as db:
+            self._require(db, session_id)
+            db.execute(
+                "UPDATE sessions SET history = ?, title = COALESCE(title, ?), updated_at = ? "
+                "WHERE id = ?",
+                (encoded, title, time.time(), session_id),
+            )
+
+    def delete(self, session_id: str) -> None:
+        """Forget the session's content; its id stays taken so it is never reused."""
+        with self._transaction(f"delete session {session_id}") as db:
+            self._require(db, session_id)
+            db.execute("DELETE FROM frames WHERE session_id = ?", (session_id,))
+            db.execute("DELETE FROM open_cards WHERE session_id = ?", (session_id,))
+            db.execute(
+                "UPDATE sessions SET deleted = 1, history = '[]', title = NULL WHERE id = ?",
+                (session_id,),
+            )
+
+    def close_open_cards(self) -> int:
+        """Append a terminal discard for every card left open (a process died mid-turn).
+
+        Meant for start-up, before any session runs. Returns how many cards it closed.
+        """
+        with self._transaction("close the cards left open") as db:
+            open_cards = db.execute(
+                "SELECT session_id, call_id, tool_name FROM open_cards ORDER BY session_id"
+            ).fetchall()
+        by_session: dict[str, list[dict[str, Any]]] = {}
+        for session_id, call_id, tool_name in open_cards:
+            by_session.setdefault(session_id, []).append(discarded(call_id, tool_name))
+        for session_id, frames in by_session.items():
+            self.append_frames(session_id, frames)
+        return len(open_cards)
+
+    # --- reading --------------------------------------------------------------------------
+
+    def load(self, session_id: str) -> StoredSession:
+        with self._transaction(f"load session {session_id}") as db:
+            info = self._require(db, session_id)
+            (history_json,) = db.execute(
+                "SELECT history FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            rows = db.execute(
+                "SELECT frame FROM frames WHERE session_id = ? ORDER BY seq", (session_id,)
+            ).fetchall()
+        try:
+            history = tuple(
+                Content(item["role"], tuple(load_parts(item["parts"])))
+                for item in orjson.loads(history_json)
+            )
+            frames = tuple(orjson.loads(frame) for (frame,) in rows)
+        except (orjson.JSONDecodeError, WireError, KeyError, TypeError) as exc:
+            raise StoreError(
+                f"session {session_id} in {self.path} is damaged and cannot be loaded: {exc}"
+            ) from None
+        return StoredSession(info, history, frames)
+
+    def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> tuple[list[SessionInfo], str | None]:
+        """Sessions, most recently updated first; pass the returned cursor for the next page."""
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        after = _decode_cursor(cursor) if cursor is not None else None
+        query = (
+            "SELECT id, cwd, model, title, created_at, updated_at FROM sessions WHERE deleted = 0"
+        )
+        params: list[Any] = []
+        if cwd is not None:
+            query += " AND cwd = ?"
+            params.append(cwd)
+        if after is not None:
+            query += " AND (updated_at < ? OR (updated_at = ? AND id > ?))"
+            params.extend([after[0], after[0], after[1]])
+        query += " ORDER BY updated_at DESC, id LIMIT ?"
+        params.append(limit + 1)
+        with self._transaction("list sessions") as db:
+            rows = db.execute(query, params).fetchall()
+        infos = [SessionInfo(*row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return infos, (_encode_cursor(infos[-1]) if more else None)
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot {doing} in {self.path}: {exc}") from None
+
+    @staticmethod
+    def _require(db: sqlite3.Connection, session_id: str) -> SessionInfo:
+        row = db.execute(
+            "SELECT id, cwd, model, title, created_at, updated_at FROM sessions "
+            "WHERE id = ? AND deleted = 0",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            raise SessionNotStored(session_id)
+        return SessionInfo(*row)
+
+
+def _title(history: Sequence[Content]) -> str | None:
+    for content in history:
+        if content.role == "user":
+            for part in content.parts:
+                text = getattr(part, "text", None)
+                if isinstance(text, str) and text.strip():
+                    line = " ".join(text.split())
+                    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+    return None
+
+
+def _encode_cursor(info: SessionInfo) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps([info.updated_at, info.session_id])).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        updated_at, session_id = orjson.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (binascii.Error, ValueError, TypeError):
+        raise ValueError(f"not a session list cursor: {cursor!r}") from None
+    if not isinstance(updated_at, (int, float)) or not isinstance(session_id, str):
+        raise ValueError(f"not a session list cursor: {cursor!r}")
+    return float(updated_at), session_id

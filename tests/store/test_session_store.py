@@ -1,0 +1,171 @@
+"""``SessionStore`` on a real SQLite file: what is written survives, bad files fail clearly."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from freezegun import freeze_time
+
+from tests.support.runtime_harness import check_cards, lifecycle
+from toolprep.messages import frames as fr
+from toolprep.messages.content import (
+    Content,
+    FunctionCall,
+    FunctionCallPart,
+    FunctionResponse,
+    FunctionResponsePart,
+    TextPart,
+    ThoughtPart,
+)
+from toolprep.runtime.session_host import UnknownSession
+from toolprep.runtime.store import SessionStore, StoreError
+from toolprep.runtime.store.schema import SCHEMA_VERSION
+
+HISTORY = (
+    Content("user", (TextPart("  Fix   the\nbuild please "),)),
+    Content(
+        "model",
+        (
+            ThoughtPart("let me look", signature="sig"),
+            FunctionCallPart(FunctionCall("call_1", "read_file", {"path": "setup.cfg"})),
+        ),
+    ),
+    Content(
+        "user", (FunctionResponsePart(FunctionResponse("call_1", "read_file", {"output": "x"})),)
+    ),
+    Content("model", (TextPart("Done."),)),
+)
+
+TURN = [
+    fr.preparing("call_1", "read_file", "read"),
+    fr.execution_started(
+        "call_1",
+        "read_file",
+        title="Read setup.cfg",
+        kind="read",
+        locations=[],
+        raw_input={"path": "setup.cfg"},
+        prepared=True,
+    ),
+    fr.tool_result("call_1", "read_file", ok=True, content=[], raw_output="x"),
+    fr.agent_message_chunk("Done."),
+]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "sessions.db"
+
+
+def test_a_session_survives_reopening_the_file(db: Path) -> None:
+    with SessionStore(db) as store:
+        store.create("sess_1", "/work", model="claude")
+        store.append_frames("sess_1", TURN[:2])
+        store.append_frames("sess_1", TURN[2:])
+        store.save_history("sess_1", HISTORY)
+    with SessionStore(db) as store:
+        loaded = store.load("sess_1")
+    assert loaded.history == HISTORY
+    assert list(loaded.frames) == TURN
+    assert (loaded.info.cwd, loaded.info.model) == ("/work", "claude")
+    assert loaded.info.title == "Fix the build please"
+
+
+def test_cards_left_open_by_a_crash_get_their_discard_on_restart(db: Path) -> None:
+    with SessionStore(db) as store:
+        store.create("sess_1", "/work")
+        store.append_frames("sess_1", TURN)  # a finished turn
+        store.append_frames("sess_1", [fr.preparing("call_2", "grep", "search")])
+        store.append_frames("sess_1", [fr.preparing("call_3", "ls", "read")])
+    # The process died here; the next one starts by closing what it left open.
+    with SessionStore(db) as store:
+        assert store.close_open_cards() == 2
+        assert store.close_open_cards() == 0
+        frames = list(store.load("sess_1").frames)
+    assert lifecycle(frames) == {
+        "call_1": ["preparing", "in_progress", "completed"],
+        "call_2": ["preparing", "discarded"],
+        "call_3": ["preparing", "discarded"],
+    }
+    check_cards(frames)
+
+
+def test_listing_pages_newest_first_and_filters_by_cwd(db: Path) -> None:
+    with SessionStore(db) as store:
+        for n in range(5):
+            with freeze_time(f"2026-01-0{n + 1}"):
+                store.create(f"sess_{n}", "/a" if n % 2 == 0 else "/b")
+        first, cursor = store.list_sessions(limit=2)
+        assert [i.session_id for i in first] == ["sess_4", "sess_3"]
+        assert cursor is not None
+        second, cursor = store.list_sessions(cursor=cursor, limit=2)
+        assert [i.session_id for i in second] == ["sess_2", "sess_1"]
+        last, cursor = store.list_sessions(cursor=cursor, limit=2)
+        assert [i.session_id for i in last] == ["sess_0"] and cursor is None
+        in_a, _ = store.list_sessions(cwd="/a")
+        assert [i.session_id for i in in_a] == ["sess_4", "sess_2", "sess_0"]
+        with pytest.raises(ValueError, match="not a session list cursor"):
+            store.list_sessions(cursor="garbage!")
+
+
+def test_a_deleted_session_is_gone_and_its_id_never_comes_back(db: Path) -> None:
+    with SessionStore(db) as store:
+        store.create("sess_1", "/work")
+        store.append_frames("sess_1", TURN)
+        store.delete("sess_1")
+        with pytest.raises(UnknownSession, match="Session not found: sess_1"):
+            store.load("sess_1")
+        with pytest.raises(StoreError, match="sess_1 was already used"):
+            store.create("sess_1", "/work")
+        assert store.list_sessions() == ([], None)
+        with pytest.raises(UnknownSession):
+            store.append_frames("sess_1", TURN)
+        with pytest.raises(UnknownSession):
+            store.load("sess_never")
+
+
+def test_a_file_that_is_not_a_database_is_refused_by_name(db: Path) -> None:
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"this is not sqlite at all, just text" * 100)
+    with pytest.raises(StoreError, match=r"cannot open the session database .*sessions.db"):
+        SessionStore(db)
+    assert db.read_bytes().startswith(b"this is not sqlite")  # nothing overwritten
+
+
+def test_a_database_from_a_newer_toolprep_is_refused(db: Path) -> None:
+    with SessionStore(db):
+        pass
+    raw = sqlite3.connect(db)
+    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    raw.close()
+    with pytest.raises(StoreError, match="a newer toolprep wrote it"):
+        SessionStore(db)
+
+
+def test_a_locked_database_fails_the_write_clearly_and_loses_nothing(db: Path) -> None:
+    with SessionStore(db, busy_timeout=0.2) as store:
+        store.create("sess_1", "/work")
+        store.append_frames("sess_1", TURN[:1])
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        try:
+            with pytest.raises(StoreError, match=r"cannot record frames of sess_1 in .*locked"):
+                store.append_frames("sess_1", TURN[1:])
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        store.append_frames("sess_1", TURN[1:])
+        assert list(store.load("sess_1").frames) == TURN
+
+
+def test_a_damaged_history_fails_the_load_by_name(db: Path) -> None:
+    with SessionStore(db) as store:
+        store.create("sess_1", "/work")
+    raw = sqlite3.connect(db)
+    raw.execute("UPDATE sessions SET history = ? WHERE id = 'sess_1'", (b'[{"role": "user"}]',))
+    raw.commit()
+    raw.close()
+    with SessionStore(db) as store, pytest.raises(StoreError, match=r"sess_1 .* is damaged"):
+        store.load("sess_1")
