@@ -17,7 +17,7 @@ from typing import Any
 
 from toolprep.actors.base import EMITTER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
-from toolprep.messages.sinks import SessionSink
+from toolprep.messages.sinks import FrameJournal, SessionSink
 from toolprep.messages.turns import (
     AskPermission,
     AttachSink,
@@ -36,6 +36,7 @@ class EmitterState:
     sinks: dict[str, SessionSink] = field(default_factory=dict)
     write_failures: int = 0
     frames_written: int = 0
+    journal: FrameJournal | None = None
 
 
 class AcpEmitter(RoleActor):
@@ -76,6 +77,9 @@ class AcpEmitter(RoleActor):
         except Exception as exc:  # a broken client must not take the runtime down
             self.state.write_failures += 1
             logger.warning("frame write for %s failed: %r", session_id, exc)
+        journal = self.state.journal
+        if journal is not None:
+            journal.record(session_id, update)
 
     def on_frames(self, msg: WriteFrames) -> None:
         sink = self.state.sinks.get(msg.session_id)
@@ -83,6 +87,9 @@ class AcpEmitter(RoleActor):
             self._write(sink, msg.session_id, update)
 
     def on_turn_result(self, msg: DeliverTurnResult) -> None:
+        journal = self.state.journal
+        if journal is not None and msg.session_id in self.state.sinks:
+            journal.turn_ended(msg.session_id, msg.history)
         _resolve(msg.reply, msg.result)
 
     def on_ask_permission(self, msg: AskPermission) -> None:

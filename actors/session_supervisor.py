@@ -156,7 +156,9 @@ class SessionSupervisor(RoleActor):
     # --- sessions ----------------------------------------------------------------
 
     def on_open_session(self, msg: OpenSession) -> None:
-        self.state.sessions.setdefault(msg.session_id, SessionState(msg.session_id, msg.cwd))
+        self.state.sessions.setdefault(
+            msg.session_id, SessionState(msg.session_id, msg.cwd, list(msg.history))
+        )
 
     def on_close_session(self, msg: CloseSession) -> None:
         session = self.state.sessions.get(msg.session_id)
@@ -416,7 +418,10 @@ class SessionSupervisor(RoleActor):
         if stop == "cancelled" and session.history and len(session.history) > turn.history_mark:
             _drop_dangling_calls(session.history)
         result = TurnResult(stop, error=error, usage=turn.usage)
-        self.directory.tell(EMITTER, DeliverTurnResult(session.session_id, result, turn.reply))
+        history = tuple(session.history)
+        self.directory.tell(
+            EMITTER, DeliverTurnResult(session.session_id, result, turn.reply, history)
+        )
         if session.closing:
             self._forget(session)
 

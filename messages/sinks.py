@@ -1,4 +1,5 @@
-"""Where a session's output goes: the one interface the emitter writes to.
+"""Where a session's output goes: the one interface the emitter writes to (and the journal
+that may keep a copy).
 
 An ACP connection, a session host's relay or a test's recorder implements it; the emitter
 is told which one with ``AttachSink``, so the message and the emitter share this type.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any, Protocol
 
+from toolprep.messages.content import Content
 from toolprep.messages.permissions import PermissionRequest
 
 
@@ -18,3 +20,15 @@ class SessionSink(Protocol):
     def request_permission(
         self, session_id: str, tool_call: dict[str, Any], request: PermissionRequest
     ) -> Future[str]: ...
+
+
+class FrameJournal(Protocol):
+    """Keeps what sessions sent and saw, so they can be loaded again later.
+
+    The emitter calls it on its own thread, after each frame reached the
+    session's sink and before a turn's result is delivered; it must not raise.
+    """
+
+    def record(self, session_id: str, update: dict[str, Any]) -> None: ...
+
+    def turn_ended(self, session_id: str, history: tuple[Content, ...]) -> None: ...

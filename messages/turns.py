@@ -131,6 +131,8 @@ class CallsExecuted:
 class OpenSession:
     session_id: str
     cwd: str
+    history: tuple[Content, ...] = ()
+    """What the model saw in an earlier life of the session (restored from a store)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +263,8 @@ class DeliverTurnResult:
     session_id: str
     result: TurnResult
     reply: Future[TurnResult]
+    history: tuple[Content, ...] = ()
+    """The session's history as the turn left it (what a journal keeps)."""
 
 
 @dataclass(frozen=True, slots=True)

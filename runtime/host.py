@@ -32,7 +32,7 @@ from toolprep.actors.preparation_tracker import PreparationTracker, TrackerState
 from toolprep.actors.session_supervisor import SessionSupervisor, SupervisorState, TurnConfig
 from toolprep.actors.stream_reader import ModelRoute, ReaderState, StreamReader
 from toolprep.actors.tool_executor import ExecutorState, ToolExecutor
-from toolprep.messages.content import Part
+from toolprep.messages.content import Content, Part
 from toolprep.messages.turns import (
     AttachSink,
     CancelTurn,
@@ -54,6 +54,8 @@ from toolprep.runtime.session_host import (
     UnknownSession,
     check_outcome,
 )
+from toolprep.runtime.store.journal import StoreJournal
+from toolprep.runtime.store.session_store import SessionStore, StoredSession
 from toolprep.runtime.tools.base import ClientFilesystem, PermissionOutcome
 from toolprep.runtime.tools.process_groups import ProcessGroups, StartsProcesses
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry
@@ -82,16 +84,21 @@ class Runtime:
         routes: Sequence[ModelRoute],
         registry: ToolRegistry | None = None,
         config: RuntimeConfig | None = None,
+        *,
+        store: SessionStore | None = None,
     ) -> None:
+        """``store``, if given, keeps every session's frames and history (``restore_session``
+        opens one again); the caller owns it and closes it after ``shutdown``."""
         if not routes:
             raise ValueError("at least one model route is needed")
+        self.store = store
         self.config = config or RuntimeConfig()
         self.registry = registry or default_registry()
         self.routes = tuple(routes)
         self.scheduler = Scheduler()
         self.directory = self._make_directory()
         self.tracker_state = TrackerState()
-        self.emitter_state = EmitterState()
+        self.emitter_state = EmitterState(journal=StoreJournal(store) if store else None)
         self.executor_state = ExecutorState()
         self.reader_state = ReaderState()
         self.supervisor_state = SupervisorState()
@@ -175,6 +182,38 @@ class Runtime:
         (it cannot cross a process, so it is no part of the boundary).
         """
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
+        resolved = str(Path(cwd).resolve())
+        self._open(session_id, resolved, sink, editor, (), create_in_store=True)
+        return session_id
+
+    def restore_session(
+        self,
+        session_id: str,
+        sink: FrameSink | SessionSink,
+        *,
+        editor: EditorCapabilities = NO_EDITOR,
+    ) -> StoredSession:
+        """Open a stored session again, its history as the model last saw it.
+
+        Returns what was stored (the frames to replay to the editor among it).
+        Raises ``UnknownSession`` for an id the store does not hold.
+        """
+        if self.store is None:
+            raise UnknownSession(session_id)
+        stored = self.store.load(session_id)
+        self._open(session_id, stored.info.cwd, sink, editor, stored.history)
+        return stored
+
+    def _open(
+        self,
+        session_id: str,
+        cwd: str,
+        sink: FrameSink | SessionSink,
+        editor: EditorCapabilities,
+        history: tuple[Content, ...],
+        *,
+        create_in_store: bool = False,
+    ) -> None:
         client_fs: ClientFilesystem | None = None
         if isinstance(sink, FrameSink):
             sink, client_fs = self._requests.bridge(session_id, sink, editor)
@@ -188,9 +227,16 @@ class Runtime:
             self._sessions.add(session_id)
             if client_fs is not None:
                 self._client_fs[session_id] = client_fs
+        if create_in_store and self.store is not None:
+            try:
+                self.store.create(session_id, cwd, self.routes[0].model)
+            except BaseException:
+                with self._lock:
+                    self._sessions.discard(session_id)
+                    self._client_fs.pop(session_id, None)
+                raise
         self.directory.tell(EMITTER, AttachSink(session_id, sink))
-        self.directory.tell(SUPERVISOR, OpenSession(session_id, str(Path(cwd).resolve())))
-        return session_id
+        self.directory.tell(SUPERVISOR, OpenSession(session_id, cwd, history))
 
     def has_session(self, session_id: str) -> bool:
         with self._lock:

@@ -8,6 +8,7 @@ delivered, so tests can assert ordering across the whole lifecycle.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -25,6 +26,7 @@ from toolprep.messages.turns import TurnResult
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 from toolprep.runtime.retry import RetryPolicy
+from toolprep.runtime.store import SessionStore
 from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry
 
@@ -230,8 +232,13 @@ def harness(
     registry: ToolRegistry | None = None,
     retry: RetryPolicy | None = None,
     provider_timeout: float | None = None,
+    store: SessionStore | None = None,
+    server: FakeProviderServer | None = None,
 ) -> Iterator[Harness]:
-    with FakeProviderServer() as server:
+    """A runtime on the loopback fake provider (``server``, or a new one)."""
+    with contextlib.ExitStack() as stack:
+        if server is None:
+            server = stack.enter_context(FakeProviderServer())
         provider = build_provider(
             kind,
             base_url=provider_base_url(kind, server),
@@ -247,7 +254,7 @@ def harness(
             or RetryPolicy(max_retries=max_retries, base_delay=0.01, jitter=0.0, max_delay=0.05),
             tool_timeout=tool_timeout,
         )
-        runtime = Runtime([ModelRoute(provider, m) for m in models], reg, config)
+        runtime = Runtime([ModelRoute(provider, m) for m in models], reg, config, store=store)
         try:
             yield Harness(kind, server, runtime, tool, tmp_path)
         finally:
