@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from toolprep.runtime.config import (
@@ -20,6 +21,7 @@ from toolprep.runtime.config import (
 )
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.retry import RetryPolicy
+from toolprep.runtime.store import SessionStore
 from toolprep.runtime.tools.config import ToolConfig
 from toolprep.runtime.tools.environment import EnvironmentPolicy
 from toolprep.runtime.tools.registry import default_registry
@@ -37,8 +39,11 @@ RUNTIME_OPTIONS = (
     "allow_shell",
     "scrub_env",
     "log_level",
+    "data_dir",
 )
 """The ``toolprep acp`` options that shape a runtime (and so travel to workers)."""
+
+STORE_FILE = "sessions.db"
 
 
 def configure_logging(level: str) -> None:
@@ -59,8 +64,19 @@ def check_options(options: Mapping[str, Any]) -> None:
         ReplayProvider.from_script(settings.replay_file)  # the script must exist and parse
 
 
+def store_path(options: Mapping[str, Any]) -> Path | None:
+    """Where sessions are kept (``--data-dir``), or None to keep them in memory only."""
+    data_dir = options.get("data_dir")
+    return Path(data_dir).expanduser().resolve() / STORE_FILE if data_dir else None
+
+
 def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
-    """A worker's runtime factory (``WorkerSpec.factory``) as well as the CLI's."""
+    """A worker's runtime factory (``WorkerSpec.factory``) as well as the CLI's.
+
+    With ``data_dir`` the runtime journals its sessions into the store there;
+    several processes (the workers) share that file, each writing the
+    sessions it serves.
+    """
     configure_logging(options["log_level"])
     settings = _settings(options)
     routes = build_routes(settings)
@@ -71,7 +87,9 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     )
     registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
     retry = RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
-    return Runtime(routes, registry, RuntimeConfig(retry=retry))
+    path = store_path(options)
+    store = SessionStore(path) if path is not None else None
+    return Runtime(routes, registry, RuntimeConfig(retry=retry), store=store)
 
 
 def _settings(options: Mapping[str, Any]) -> ProviderSettings:

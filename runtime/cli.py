@@ -88,6 +88,13 @@ def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     acp.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
     acp.add_argument(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help="keep sessions (history and the frames sent) in DIR/sessions.db, so that "
+        "session/load and session/list work across restarts (default: in memory only)",
+    )
+    acp.add_argument(
         "--workers",
         type=int,
         default=None,
@@ -136,8 +143,10 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
         check_options,
         configure_logging,
         runtime_from_options,
+        store_path,
     )
-    from toolprep.runtime.session_host import SessionHost, SessionHostError
+    from toolprep.runtime.session_host import SessionArchive, SessionHost, SessionHostError
+    from toolprep.runtime.store import SessionStore, StoreError
     from toolprep.runtime.workers import WorkerHost, default_worker_count
     from toolprep.runtime.workers.front import WorkerSpec
 
@@ -145,30 +154,40 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
     options = {name: getattr(args, name) for name in RUNTIME_OPTIONS}
     workers = default_worker_count() if args.workers is None else args.workers
     host: SessionHost
+    archive: SessionArchive | None = None
     try:
         if workers < 1:
             raise ValueError(f"--workers must be >= 1, got {workers}")
         check_options(options)
+        path = store_path(options)
+        front_store = SessionStore(path) if path is not None else None
+        if front_store is not None:
+            # Before any session runs: what a killed predecessor left open gets its discard.
+            front_store.close_open_cards()
         # stdout carries only protocol messages: anything printed by accident goes to stderr.
         protocol_out = sys.stdout.buffer
         sys.stdout = sys.stderr
         if workers == 1:
+            if front_store is not None:
+                front_store.close()
             runtime = runtime_from_options(options)
             stop.on_force = runtime.kill_tool_processes_now
             host = runtime
+            archive = runtime if runtime.store is not None else None
         else:
             spec = WorkerSpec("toolprep.runtime.assembly:runtime_from_options", options)
-            worker_host = WorkerHost(spec, workers)
+            worker_host = WorkerHost(spec, workers, store=front_store)
             stop.on_force = worker_host.kill_tool_processes_now
             host = worker_host
-    except (ValueError, OSError, SessionHostError) as exc:
+            archive = worker_host if front_store is not None else None
+    except (ValueError, OSError, SessionHostError, StoreError) as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
     # Unbuffered: the reader thread may still be blocked reading when the process exits,
     # and a buffered stream's lock held by it would abort interpreter shutdown.
     protocol_in = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
     connection = JsonRpcConnection(protocol_in, protocol_out, max_line_bytes=args.max_line_bytes)
-    agent = AcpAgent(host, connection)
+    agent = AcpAgent(host, connection, archive)
     tune_gc_for_daemon()
     agent.serve(lambda: stop.requested)
     return 0

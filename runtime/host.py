@@ -51,6 +51,7 @@ from toolprep.runtime.session_host import (
     EditorCapabilities,
     FrameSink,
     HostClosed,
+    SessionInfo,
     UnknownSession,
     check_outcome,
 )
@@ -200,9 +201,34 @@ class Runtime:
         """
         if self.store is None:
             raise UnknownSession(session_id)
+        with self._lock:
+            if session_id in self._sessions:
+                raise ValueError(f"a session with this id is already open: {session_id}")
+        self.store.close_open_cards(session_id)  # what a crash of its last process left open
         stored = self.store.load(session_id)
         self._open(session_id, stored.info.cwd, sink, editor, stored.history)
         return stored
+
+    # --- SessionArchive, when built with a store ---------------------------------------------
+
+    def load_session(
+        self, session_id: str, sink: FrameSink, *, editor: EditorCapabilities = NO_EDITOR
+    ) -> tuple[dict[str, Any], ...]:
+        return self.restore_session(session_id, sink, editor=editor).frames
+
+    def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None
+    ) -> tuple[list[SessionInfo], str | None]:
+        if self.store is None:
+            return [], None
+        return self.store.list_sessions(cwd, cursor)
+
+    def delete_session(self, session_id: str) -> None:
+        if self.has_session(session_id):
+            self.close_session(session_id)
+        if self.store is None:
+            raise UnknownSession(session_id)
+        self.store.delete(session_id)
 
     def _open(
         self,

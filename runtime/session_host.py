@@ -150,6 +150,18 @@ class EditorFailed:
 EditorAnswer = FileRead | FileWritten | EditorFailed
 
 
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A stored session as ``list_sessions`` describes it (times in seconds since the epoch)."""
+
+    session_id: str
+    cwd: str
+    model: str | None
+    title: str | None
+    created_at: float
+    updated_at: float
+
+
 @runtime_checkable
 class FrameSink(Protocol):
     """Where one session's ordered output goes; the caller supplies it per session.
@@ -211,6 +223,28 @@ class SessionHost(Protocol):
         """Cancel every running turn (each prompt resolves), then stop; ``timeout`` bounds it."""
 
 
+class SessionArchive(Protocol):
+    """What a host that keeps sessions beyond its process offers besides ``SessionHost``."""
+
+    def load_session(
+        self, session_id: str, sink: FrameSink, *, editor: EditorCapabilities = NO_EDITOR
+    ) -> tuple[dict[str, Any], ...]:
+        """Open a stored session again, history included; returns the frames it sent before.
+
+        Every card among those frames is terminal (a card a crash left open
+        has been given its discard). Raises ``UnknownSession`` if nothing is
+        stored under the id, ``ValueError`` if the session is open already.
+        """
+
+    def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None
+    ) -> tuple[list[SessionInfo], str | None]:
+        """Stored sessions, most recently updated first, and the cursor of the next page."""
+
+    def delete_session(self, session_id: str) -> None:
+        """Close the session if open and forget it; its id is never used again."""
+
+
 __all__ = [
     "NO_EDITOR",
     "PERMISSION_OUTCOMES",
@@ -224,8 +258,10 @@ __all__ = [
     "HostClosed",
     "ReadTextFile",
     "RequestPermission",
+    "SessionArchive",
     "SessionHost",
     "SessionHostError",
+    "SessionInfo",
     "UnknownSession",
     "WriteTextFile",
     "check_outcome",

@@ -12,6 +12,7 @@ the client's replies go back to the host as answers quoting the request id.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import threading
@@ -37,6 +38,7 @@ from toolprep.runtime.session_host import (
     FileWritten,
     ReadTextFile,
     RequestPermission,
+    SessionArchive,
     SessionHost,
     UnknownSession,
     WriteTextFile,
@@ -167,6 +169,24 @@ def _editor_answer(method: str, done: Future[Any]) -> EditorAnswer:
     return FileRead(content)
 
 
+def _session_directory(params: Any) -> str:
+    """The ``cwd`` of ``session/new`` or ``session/load``: an absolute, existing directory."""
+    cwd = require(params, "cwd", str)
+    if not os.path.isabs(cwd):
+        raise RpcError(INVALID_PARAMS, "Invalid params: 'cwd' must be an absolute path")
+    if not os.path.isdir(cwd):
+        raise RpcError(INVALID_PARAMS, f"Invalid params: 'cwd' is not a directory: {cwd}")
+    servers = params.get("mcpServers", [])
+    if not isinstance(servers, list):
+        raise RpcError(INVALID_PARAMS, "Invalid params: 'mcpServers' must be an array")
+    return cwd
+
+
+def _iso8601(seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _permission_outcome(result: Any) -> PermissionOutcome:
     outcome = result.get("outcome") if isinstance(result, dict) else None
     if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
@@ -178,8 +198,17 @@ def _permission_outcome(result: Any) -> PermissionOutcome:
 
 
 class AcpAgent:
-    def __init__(self, host: SessionHost, connection: JsonRpcConnection) -> None:
+    """``archive``, when the host keeps sessions (``--data-dir``), adds ``session/load``,
+    ``session/list`` and ``session/delete``."""
+
+    def __init__(
+        self,
+        host: SessionHost,
+        connection: JsonRpcConnection,
+        archive: SessionArchive | None = None,
+    ) -> None:
         self.host = host
+        self.archive = archive
         self.connection = connection
         self.client_capabilities: dict[str, Any] = {}
         self._sink = ConnectionSink(connection, host)
@@ -190,6 +219,10 @@ class AcpAgent:
         connection.on_request("session/new", self.new_session)
         connection.on_request("session/prompt", self.prompt)
         connection.on_notification("session/cancel", self.cancel)
+        if archive is not None:
+            connection.on_request("session/load", self.load_session)
+            connection.on_request("session/list", self.list_sessions)
+            connection.on_request("session/delete", self.delete_session)
 
     def initialize(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         require(params, "protocolVersion", int)
@@ -198,9 +231,12 @@ class AcpAgent:
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
-                "loadSession": False,
+                "loadSession": self.archive is not None,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": (
+                    {"list": {}, "delete": {}} if self.archive is not None else {}
+                ),
             },
             "authMethods": [],
             "agentInfo": {"name": "toolprep", "title": "toolprep", "version": _version()},
@@ -210,26 +246,71 @@ class AcpAgent:
         return {}
 
     def new_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
-        cwd = require(params, "cwd", str)
-        if not os.path.isabs(cwd):
-            raise RpcError(INVALID_PARAMS, "Invalid params: 'cwd' must be an absolute path")
-        if not os.path.isdir(cwd):
-            raise RpcError(INVALID_PARAMS, f"Invalid params: 'cwd' is not a directory: {cwd}")
-        servers = params.get("mcpServers", [])
-        if not isinstance(servers, list):
-            raise RpcError(INVALID_PARAMS, "Invalid params: 'mcpServers' must be an array")
-        fs_caps = self.client_capabilities.get("fs")
-        fs_caps = fs_caps if isinstance(fs_caps, dict) else {}
-        editor = EditorCapabilities(
-            read_text_file=fs_caps.get("readTextFile") is True,
-            write_text_file=fs_caps.get("writeTextFile") is True,
-        )
+        cwd = _session_directory(params)
         session_id = self.host.open_session(
-            cwd, self._sink, f"sess_{uuid.uuid4().hex}", editor=editor
+            cwd, self._sink, f"sess_{uuid.uuid4().hex}", editor=self._editor()
         )
         with self._lock:
             self._sessions.add(session_id)
         return {"sessionId": session_id}
+
+    def _editor(self) -> EditorCapabilities:
+        fs_caps = self.client_capabilities.get("fs")
+        fs_caps = fs_caps if isinstance(fs_caps, dict) else {}
+        return EditorCapabilities(
+            read_text_file=fs_caps.get("readTextFile") is True,
+            write_text_file=fs_caps.get("writeTextFile") is True,
+        )
+
+    def load_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+        """Open a stored session, replaying what it sent before as ``session/update``s."""
+        assert self.archive is not None
+        session_id = require(params, "sessionId", str)
+        _session_directory(params)
+        try:
+            frames = self.archive.load_session(session_id, self._sink, editor=self._editor())
+        except UnknownSession as exc:
+            raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+        except ValueError as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+        for frame in frames:
+            self._sink.send_update(session_id, frame)
+        with self._lock:
+            self._sessions.add(session_id)
+        return {}
+
+    def list_sessions(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+        assert self.archive is not None
+        params = params if isinstance(params, dict) else {}
+        cwd, cursor = params.get("cwd"), params.get("cursor")
+        for name, value in (("cwd", cwd), ("cursor", cursor)):
+            if value is not None and not isinstance(value, str):
+                raise RpcError(INVALID_PARAMS, f"Invalid params: '{name}' must be a string")
+        try:
+            infos, next_cursor = self.archive.list_sessions(cwd, cursor)
+        except ValueError as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+        sessions = [
+            {
+                "sessionId": info.session_id,
+                "cwd": info.cwd,
+                "title": info.title,
+                "updatedAt": _iso8601(info.updated_at),
+            }
+            for info in infos
+        ]
+        return {"sessions": sessions, "nextCursor": next_cursor}
+
+    def delete_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+        assert self.archive is not None
+        session_id = require(params, "sessionId", str)
+        try:
+            self.archive.delete_session(session_id)
+        except UnknownSession as exc:
+            raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+        with self._lock:
+            self._sessions.discard(session_id)
+        return {}
 
     def _session(self, params: Any) -> str:
         """The session a request names, if this connection opened it."""

@@ -31,7 +31,7 @@ import orjson
 
 from toolprep.messages.content import Content
 from toolprep.messages.frames import card_change, discarded
-from toolprep.runtime.session_host import UnknownSession
+from toolprep.runtime.session_host import SessionInfo, UnknownSession
 from toolprep.runtime.store.schema import SchemaTooNew, migrate
 from toolprep.runtime.workers.codec import dump_parts, load_parts
 from toolprep.runtime.workers.wire import WireError
@@ -51,16 +51,6 @@ class SessionNotStored(StoreError, UnknownSession):
 
     def __init__(self, session_id: str) -> None:
         UnknownSession.__init__(self, session_id)
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    session_id: str
-    cwd: str
-    model: str | None
-    title: str | None
-    created_at: float
-    updated_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,15 +165,19 @@ class SessionStore:
                 (session_id,),
             )
 
-    def close_open_cards(self) -> int:
+    def close_open_cards(self, session_id: str | None = None) -> int:
         """Append a terminal discard for every card left open (a process died mid-turn).
 
-        Meant for start-up, before any session runs. Returns how many cards it closed.
+        For every session (at start-up, before any runs) or for one about to be
+        opened again. Returns how many cards it closed.
         """
+        query = "SELECT session_id, call_id, tool_name FROM open_cards"
+        params: tuple[str, ...] = ()
+        if session_id is not None:
+            query += " WHERE session_id = ?"
+            params = (session_id,)
         with self._transaction("close the cards left open") as db:
-            open_cards = db.execute(
-                "SELECT session_id, call_id, tool_name FROM open_cards ORDER BY session_id"
-            ).fetchall()
+            open_cards = db.execute(query + " ORDER BY session_id", params).fetchall()
         by_session: dict[str, list[dict[str, Any]]] = {}
         for session_id, call_id, tool_name in open_cards:
             by_session.setdefault(session_id, []).append(discarded(call_id, tool_name))
@@ -192,6 +186,10 @@ class SessionStore:
         return len(open_cards)
 
     # --- reading --------------------------------------------------------------------------
+
+    def info(self, session_id: str) -> SessionInfo:
+        with self._transaction(f"look up session {session_id}") as db:
+            return self._require(db, session_id)
 
     def load(self, session_id: str) -> StoredSession:
         with self._transaction(f"load session {session_id}") as db:

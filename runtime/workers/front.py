@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
@@ -47,11 +47,15 @@ from toolprep.runtime.session_host import (
     FrameSink,
     HostClosed,
     SessionHostError,
+    SessionInfo,
     UnknownSession,
 )
 from toolprep.runtime.tools.process_groups import signal_group
 from toolprep.runtime.workers.codec import dump_answer, dump_parts, load_request, load_result
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
+
+if TYPE_CHECKING:  # the store uses this package's codec: import it for types only
+    from toolprep.runtime.store import SessionStore
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +94,8 @@ class WorkerSpec:
 
 
 CallKind = Literal["open", "prompt", "answer"]
+OpenHow = Literal["new", "restore", "restore_or_new"]
+"""How a worker opens a session: fresh, from the store, or from the store if it is there."""
 
 
 @dataclass(eq=False)
@@ -185,10 +191,14 @@ class WorkerHost:
         *,
         max_restarts: int = 5,
         within_seconds: float = 60.0,
+        store: SessionStore | None = None,
     ) -> None:
+        """``store`` is the file the workers' runtimes journal into (their factory opens
+        it); given it, the host also serves as a ``SessionArchive``."""
         if workers < 1:
             raise ValueError(f"a worker host needs at least one worker, not {workers}")
         self._spec = spec
+        self._store = store
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
         self._call_ids = itertools.count(1)
@@ -223,6 +233,13 @@ class WorkerHost:
         editor: EditorCapabilities = NO_EDITOR,
     ) -> str:
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
+        self._place(session_id, str(Path(cwd).resolve()), sink, editor, "new")
+        return session_id
+
+    def _place(
+        self, session_id: str, cwd: str, sink: FrameSink, editor: EditorCapabilities, how: OpenHow
+    ) -> None:
+        """Open the session on the least loaded live worker."""
         with self._lock:
             if self._closed:
                 raise HostClosed("the worker host is shut down")
@@ -232,17 +249,44 @@ class WorkerHost:
             if not live:
                 raise WorkerCrashed("no worker process is running")
             worker = min(live, key=lambda w: len(w.sessions))
-            session = _Session(session_id, sink, str(Path(cwd).resolve()), editor, worker)
+            session = _Session(session_id, sink, cwd, editor, worker)
             self._sessions[session_id] = session
             worker.sessions[session_id] = session
         try:
-            self._open_on(worker, session).result(CALL_TIMEOUT_S)
+            self._open_on(worker, session, how).result(CALL_TIMEOUT_S)
         except BaseException:
             with self._lock:
                 self._sessions.pop(session_id, None)
                 worker.sessions.pop(session_id, None)
             raise
-        return session_id
+
+    # --- SessionArchive, when given the store the workers journal into ---------------------
+
+    def load_session(
+        self, session_id: str, sink: FrameSink, *, editor: EditorCapabilities = NO_EDITOR
+    ) -> tuple[dict[str, Any], ...]:
+        if self._store is None:
+            raise UnknownSession(session_id)
+        info = self._store.info(session_id)
+        self._place(session_id, info.cwd, sink, editor, "restore")
+        # The worker closed what a crash had left open before it restored the session.
+        return self._store.load(session_id).frames
+
+    def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None
+    ) -> tuple[list[SessionInfo], str | None]:
+        if self._store is None:
+            return [], None
+        return self._store.list_sessions(cwd, cursor)
+
+    def delete_session(self, session_id: str) -> None:
+        with self._lock:
+            is_open = session_id in self._sessions
+        if is_open:
+            self.close_session(session_id)
+        if self._store is None:
+            raise UnknownSession(session_id)
+        self._store.delete(session_id)
 
     def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
         with self._lock:
@@ -344,12 +388,12 @@ class WorkerHost:
         worker.calls[call_id] = call
         return call_id, call
 
-    def _open_on(self, worker: _Worker, session: _Session) -> Future[Any]:
+    def _open_on(self, worker: _Worker, session: _Session, how: OpenHow) -> Future[Any]:
         with self._lock:
             call_id, call = self._register(worker, "open", session)
         editor = session.editor
         header = ["open", call_id, session.session_id, session.cwd]
-        self._send(worker, [*header, editor.read_text_file, editor.write_text_file])
+        self._send(worker, [*header, editor.read_text_file, editor.write_text_file, how])
         return call.future
 
     def _answer(self, session_id: str, command: list[Any]) -> bool:
@@ -550,7 +594,8 @@ class WorkerHost:
                 return
             successor.sessions[session.session_id] = session  # its frames route from now on
         try:
-            self._open_on(successor, session).result(CALL_TIMEOUT_S)
+            # Its history comes back from the store when there is one.
+            self._open_on(successor, session, "restore_or_new").result(CALL_TIMEOUT_S)
         except Exception:
             logger.exception("reopening %s on the new worker failed", session.session_id)
             with self._lock:

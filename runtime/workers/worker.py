@@ -100,12 +100,17 @@ class WorkerLoop:
 
     def handle(self, header: list[Any], payload: bytes) -> None:
         match header:
-            case ["open", int(call_id), str(sid), str(cwd), bool(can_read), bool(can_write)]:
+            case [
+                "open",
+                int(call_id),
+                str(sid),
+                str(cwd),
+                bool(can_read),
+                bool(can_write),
+                "new" | "restore" | "restore_or_new" as how,
+            ]:
                 editor = EditorCapabilities(read_text_file=can_read, write_text_file=can_write)
-                self._answer(
-                    call_id,
-                    lambda: self.runtime.open_session(Path(cwd), self.sink, sid, editor=editor),
-                )
+                self._answer(call_id, lambda: self._open(sid, cwd, editor, how))
             case ["prompt", int(call_id), str(sid)]:
                 self._prompt(call_id, sid, payload)
             case ["cancel", str(sid)]:
@@ -126,6 +131,17 @@ class WorkerLoop:
                 )
             case _:
                 raise WireError(f"not a worker command: {header!r}")
+
+    def _open(self, session_id: str, cwd: str, editor: EditorCapabilities, how: str) -> str:
+        if how == "new" or (how == "restore_or_new" and self.runtime.store is None):
+            return self.runtime.open_session(Path(cwd), self.sink, session_id, editor=editor)
+        try:
+            self.runtime.restore_session(session_id, self.sink, editor=editor)
+        except UnknownSession:
+            if how == "restore":
+                raise
+            return self.runtime.open_session(Path(cwd), self.sink, session_id, editor=editor)
+        return session_id
 
     def _prompt(self, call_id: int, session_id: str, payload: bytes) -> None:
         try:

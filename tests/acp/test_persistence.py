@@ -1,0 +1,181 @@
+"""``toolprep acp --data-dir``: sessions outlive the agent process.
+
+Each test runs the real agent over stdio, stops or kills it, starts a new one
+on the same data directory and checks what the editor gets from
+``session/list``, ``session/load`` and ``session/delete``, with and without
+worker processes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.acp.conftest import agent_command
+from tests.runtime import scenarios as sc
+from tests.support.acp_schema import validate_agent_message
+from tests.support.agent_process import AgentProcess
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.processes import pid_from
+from tests.support.runtime_harness import check_cards, lifecycle
+
+KIND = "anthropic"
+SESSION_NOT_FOUND = -32002
+
+
+def _shell(command: str, call_id: str) -> sc.Call:
+    return (call_id, "run_shell_command", {"command": command})
+
+
+def _agent(server: FakeProviderServer, data_dir: Path, cwd: Path, workers: int) -> AgentProcess:
+    command, env = agent_command(
+        KIND, server, "--allow-shell", "--data-dir", str(data_dir), "--workers", str(workers)
+    )
+    return AgentProcess(command, env, cwd, cwd / f"stderr-{os.urandom(4).hex()}.log")
+
+
+def _frames(agent: AgentProcess, session_id: str) -> list[dict[str, Any]]:
+    with agent._changed:
+        return [
+            m["params"]["update"]
+            for m in agent.messages
+            if m.get("method") == "session/update" and m["params"]["sessionId"] == session_id
+        ]
+
+
+def _initialize(agent: AgentProcess) -> dict[str, Any]:
+    reply = agent.reply(
+        agent.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    )
+    capabilities: dict[str, Any] = reply["result"]["agentCapabilities"]
+    return capabilities
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_session_is_listed_loaded_and_continued_by_the_next_agent(
+    tmp_path: Path, workers: int
+) -> None:
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.calls_turn(KIND, [_shell("echo remembered", "call_1")])),
+            sc.ok(sc.text_turn(KIND, "Noted.")),
+        )
+        first = _agent(server, data_dir, cwd, workers)
+        try:
+            session_id = first.start_session(cwd)
+            reply = first.reply(first.prompt(session_id, "the first question"))
+            assert reply["result"]["stopReason"] == "end_turn"
+            sent = _frames(first, session_id)
+            first.close_input()
+            assert first.wait_exit() == 0
+        finally:
+            first.kill()
+
+        server.enqueue(sc.ok(sc.text_turn(KIND, "You asked about it.")))
+        second = _agent(server, data_dir, cwd, workers)
+        try:
+            capabilities = _initialize(second)
+            assert capabilities["loadSession"] is True
+            assert capabilities["sessionCapabilities"] == {"list": {}, "delete": {}}
+            listed = second.reply(second.request("session/list", {}))["result"]
+            assert [s["sessionId"] for s in listed["sessions"]] == [session_id]
+            assert listed["sessions"][0]["title"] == "the first question"
+            assert listed["sessions"][0]["cwd"] == str(cwd.resolve())
+            assert listed["nextCursor"] is None
+
+            load = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+            assert second.reply(second.request("session/load", load))["result"] == {}
+            assert _frames(second, session_id) == sent  # the replay is what was shown
+
+            again = second.reply(second.prompt(session_id, "what did I ask?"))
+            assert again["result"]["stopReason"] == "end_turn"
+            second.close_input()
+            assert second.wait_exit() == 0
+        finally:
+            second.kill()
+        sent_back = str(server.requests[-1].body)
+        assert "the first question" in sent_back and "remembered" in sent_back
+        for message in second.messages:
+            validate_agent_message(message)
+        check_cards(_frames(second, session_id))
+
+
+def test_cards_of_a_killed_agent_replay_as_discarded(tmp_path: Path, pids: list[int]) -> None:
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    quick = _shell("echo quick", "call_quick")
+    stuck = _shell("echo $$ > sh.pid; sleep 300", "call_stuck")
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.calls_turn(KIND, [quick, stuck])))
+        first = _agent(server, data_dir, cwd, workers=1)
+        try:
+            session_id = first.start_session(cwd)
+            first.prompt(session_id, "two calls")
+            pids.append(pid_from(cwd / "sh.pid", 30))
+            # The quick call finished (its card is stored terminal); the stuck one runs.
+            os.kill(first.process.pid, signal.SIGKILL)
+            first.wait_exit()
+        finally:
+            first.kill()
+
+        second = _agent(server, data_dir, cwd, workers=1)
+        try:
+            _initialize(second)
+            load = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+            assert "result" in second.reply(second.request("session/load", load))
+            replayed = _frames(second, session_id)
+            second.close_input()
+            second.wait_exit()
+        finally:
+            second.kill()
+    cards = lifecycle(replayed)
+    assert cards["call_quick"] == ["preparing", "in_progress", "completed"]
+    assert cards["call_stuck"][0] == "preparing" and cards["call_stuck"][-1] == "discarded"
+    check_cards(replayed)
+
+
+def test_a_deleted_session_is_gone_for_good(tmp_path: Path) -> None:
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.text_turn(KIND, "Hello.")))
+        agent = _agent(server, data_dir, cwd, workers=1)
+        try:
+            session_id = agent.start_session(cwd)
+            agent.reply(agent.prompt(session_id, "hi"))
+            deleted = agent.reply(agent.request("session/delete", {"sessionId": session_id}))
+            assert deleted["result"] == {}
+            listed = agent.reply(agent.request("session/list", {}))["result"]
+            assert listed["sessions"] == []
+            load = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+            error = agent.reply(agent.request("session/load", load))["error"]
+            assert error["code"] == SESSION_NOT_FOUND
+            assert session_id in error["message"]
+            bad = agent.reply(agent.request("session/list", {"cursor": "not-a-cursor"}))["error"]
+            assert "not a session list cursor" in bad["message"]
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+
+
+def test_without_a_data_dir_nothing_is_offered(tmp_path: Path) -> None:
+    with FakeProviderServer() as server:
+        command, env = agent_command(KIND, server, "--workers", "1")
+        agent = AgentProcess(command, env, tmp_path, tmp_path / "stderr.log")
+        try:
+            capabilities = _initialize(agent)
+            assert capabilities["loadSession"] is False
+            assert capabilities["sessionCapabilities"] == {}
+            error = agent.reply(agent.request("session/list", {}))["error"]
+            assert error["code"] == -32601  # method not found
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
