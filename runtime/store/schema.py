@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlite3
 
 MIGRATIONS: tuple[str, ...] = (
-    # 0 -> 1: sessions with their model-visible history, the frames sent (in order), and
-    # the cards among them not yet terminal.
+    # 0 -> 1: sessions, their model-visible history (one row per entry), the frames sent
+    # (in order), and the cards among them not yet terminal.
     """
     CREATE TABLE sessions (
         id TEXT PRIMARY KEY,
@@ -21,11 +21,16 @@ MIGRATIONS: tuple[str, ...] = (
         title TEXT,
         created_at REAL NOT NULL,
         updated_at REAL NOT NULL,
-        deleted INTEGER NOT NULL DEFAULT 0,
-        history BLOB NOT NULL DEFAULT '[]'
+        deleted INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX sessions_by_cwd ON sessions (cwd, updated_at);
     CREATE INDEX sessions_by_update ON sessions (updated_at, id);
+    CREATE TABLE history (
+        session_id TEXT NOT NULL REFERENCES sessions (id),
+        seq INTEGER NOT NULL,
+        entry BLOB NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID;
     CREATE TABLE frames (
         session_id TEXT NOT NULL REFERENCES sessions (id),
         seq INTEGER NOT NULL,

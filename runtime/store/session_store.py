@@ -143,27 +143,40 @@ class SessionStore:
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
 
     def save_history(self, session_id: str, history: Sequence[Content]) -> None:
-        """Replace the session's history (at a turn boundary); the first user text titles it."""
-        encoded = orjson.dumps([{"role": c.role, "parts": dump_parts(c.parts)} for c in history])
-        title = _title(history)
+        """Bring the stored history up to ``history`` (at a turn boundary).
+
+        A turn only appends to the history or cuts it back to where the turn
+        began, never changing what an earlier turn left: so only the entries
+        past what is stored are written, and a long session costs no more per
+        turn than a short one. The first user text titles the session.
+        """
         with self._transaction(f"save the history of {session_id}") as db:
-            self._require(db, session_id)
+            info = self._require(db, session_id)
+            (stored,) = db.execute(
+                "SELECT COUNT(*) FROM history WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            keep = min(stored, len(history))
+            db.execute("DELETE FROM history WHERE session_id = ? AND seq >= ?", (session_id, keep))
+            db.executemany(
+                "INSERT INTO history (session_id, seq, entry) VALUES (?, ?, ?)",
+                [
+                    (session_id, seq, orjson.dumps({"role": c.role, "parts": dump_parts(c.parts)}))
+                    for seq, c in enumerate(history[keep:], keep)
+                ],
+            )
+            title = info.title if info.title is not None else _title(history)
             db.execute(
-                "UPDATE sessions SET history = ?, title = COALESCE(title, ?), updated_at = ? "
-                "WHERE id = ?",
-                (encoded, title, time.time(), session_id),
+                "UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?",
+                (title, time.time(), session_id),
             )
 
     def delete(self, session_id: str) -> None:
         """Forget the session's content; its id stays taken so it is never reused."""
         with self._transaction(f"delete session {session_id}") as db:
             self._require(db, session_id)
-            db.execute("DELETE FROM frames WHERE session_id = ?", (session_id,))
-            db.execute("DELETE FROM open_cards WHERE session_id = ?", (session_id,))
-            db.execute(
-                "UPDATE sessions SET deleted = 1, history = '[]', title = NULL WHERE id = ?",
-                (session_id,),
-            )
+            for table in ("frames", "open_cards", "history"):
+                db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            db.execute("UPDATE sessions SET deleted = 1, title = NULL WHERE id = ?", (session_id,))
 
     def close_open_cards(self, session_id: str | None = None) -> int:
         """Append a terminal discard for every card left open (a process died mid-turn).
@@ -194,19 +207,16 @@ class SessionStore:
     def load(self, session_id: str) -> StoredSession:
         with self._transaction(f"load session {session_id}") as db:
             info = self._require(db, session_id)
-            (history_json,) = db.execute(
-                "SELECT history FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
+            entries = db.execute(
+                "SELECT entry FROM history WHERE session_id = ? ORDER BY seq", (session_id,)
+            ).fetchall()
             rows = db.execute(
                 "SELECT frame FROM frames WHERE session_id = ? ORDER BY seq", (session_id,)
             ).fetchall()
         try:
-            history = tuple(
-                Content(item["role"], tuple(load_parts(item["parts"])))
-                for item in orjson.loads(history_json)
-            )
+            history = tuple(_load_entry(orjson.loads(entry)) for (entry,) in entries)
             frames = tuple(orjson.loads(frame) for (frame,) in rows)
-        except (orjson.JSONDecodeError, WireError, KeyError, TypeError) as exc:
+        except (ValueError, WireError, KeyError, TypeError) as exc:
             raise StoreError(
                 f"session {session_id} in {self.path} is damaged and cannot be loaded: {exc}"
             ) from None
@@ -263,6 +273,13 @@ class SessionStore:
         if row is None:
             raise SessionNotStored(session_id)
         return SessionInfo(*row)
+
+
+def _load_entry(raw: Any) -> Content:
+    role = raw["role"]
+    if role not in ("user", "model"):
+        raise ValueError(f"unknown role {role!r}")
+    return Content(role, tuple(load_parts(raw["parts"])))
 
 
 def _title(history: Sequence[Content]) -> str | None:

@@ -164,8 +164,21 @@ def test_a_damaged_history_fails_the_load_by_name(db: Path) -> None:
     with SessionStore(db) as store:
         store.create("sess_1", "/work")
     raw = sqlite3.connect(db)
-    raw.execute("UPDATE sessions SET history = ? WHERE id = 'sess_1'", (b'[{"role": "user"}]',))
+    raw.execute("INSERT INTO history VALUES ('sess_1', 0, ?)", (b'{"role": "user"}',))
     raw.commit()
     raw.close()
     with SessionStore(db) as store, pytest.raises(StoreError, match=r"sess_1 .* is damaged"):
         store.load("sess_1")
+
+
+def test_history_grows_at_its_end_and_can_be_cut_back_to_a_turn_start(db: Path) -> None:
+    with SessionStore(db) as store:
+        store.create("sess_1", "/work")
+        store.save_history("sess_1", HISTORY[:2])
+        store.save_history("sess_1", HISTORY)  # the next turn appended
+        assert store.load("sess_1").history == HISTORY
+        store.save_history("sess_1", HISTORY[:1])  # a cancelled turn dropped its dangling call
+        assert store.load("sess_1").history == HISTORY[:1]
+        store.save_history("sess_1", (*HISTORY[:1], HISTORY[3]))
+        assert store.load("sess_1").history == (HISTORY[0], HISTORY[3])
+        assert store.load("sess_1").info.title == "Fix the build please"
