@@ -219,8 +219,10 @@ class AcpAgent:
         connection.on_request("session/new", self.new_session)
         connection.on_request("session/prompt", self.prompt)
         connection.on_notification("session/cancel", self.cancel)
+        connection.on_request("session/close", self.close_session)
         if archive is not None:
             connection.on_request("session/load", self.load_session)
+            connection.on_request("session/resume", self.resume_session)
             connection.on_request("session/list", self.list_sessions)
             connection.on_request("session/delete", self.delete_session)
 
@@ -235,7 +237,9 @@ class AcpAgent:
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
                 "sessionCapabilities": (
-                    {"list": {}, "delete": {}} if self.archive is not None else {}
+                    {"close": {}, "list": {}, "delete": {}, "resume": {}}
+                    if self.archive is not None
+                    else {"close": {}}
                 ),
             },
             "authMethods": [],
@@ -264,6 +268,17 @@ class AcpAgent:
 
     def load_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         """Open a stored session, replaying what it sent before as ``session/update``s."""
+        session_id, frames = self._reopen(params)
+        for frame in frames:
+            self._sink.send_update(session_id, frame)
+        return {}
+
+    def resume_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+        """Open a stored session without replaying it (the client still shows it)."""
+        self._reopen(params)
+        return {}
+
+    def _reopen(self, params: Any) -> tuple[str, tuple[dict[str, Any], ...]]:
         assert self.archive is not None
         session_id = require(params, "sessionId", str)
         _session_directory(params)
@@ -273,10 +288,19 @@ class AcpAgent:
             raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
         except ValueError as exc:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
-        for frame in frames:
-            self._sink.send_update(session_id, frame)
         with self._lock:
             self._sessions.add(session_id)
+        return session_id, frames
+
+    def close_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+        """End the session's running turn (its prompt answers ``cancelled``) and close it."""
+        session_id = self._session(params)
+        with self._lock:
+            self._sessions.discard(session_id)
+        try:
+            self.host.close_session(session_id)
+        except UnknownSession as exc:
+            raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
         return {}
 
     def list_sessions(self, params: Any, request_id: Any = None) -> dict[str, Any]:

@@ -82,7 +82,12 @@ def test_a_session_is_listed_loaded_and_continued_by_the_next_agent(
         try:
             capabilities = _initialize(second)
             assert capabilities["loadSession"] is True
-            assert capabilities["sessionCapabilities"] == {"list": {}, "delete": {}}
+            assert capabilities["sessionCapabilities"] == {
+                "close": {},
+                "list": {},
+                "delete": {},
+                "resume": {},
+            }
             listed = second.reply(second.request("session/list", {}))["result"]
             assert [s["sessionId"] for s in listed["sessions"]] == [session_id]
             assert listed["sessions"][0]["title"] == "the first question"
@@ -172,10 +177,39 @@ def test_without_a_data_dir_nothing_is_offered(tmp_path: Path) -> None:
         try:
             capabilities = _initialize(agent)
             assert capabilities["loadSession"] is False
-            assert capabilities["sessionCapabilities"] == {}
+            assert capabilities["sessionCapabilities"] == {"close": {}}
             error = agent.reply(agent.request("session/list", {}))["error"]
             assert error["code"] == -32601  # method not found
             agent.close_input()
             assert agent.wait_exit() == 0
         finally:
             agent.kill()
+
+
+def test_close_then_resume_goes_on_without_a_replay(tmp_path: Path) -> None:
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.text_turn(KIND, "First.")), sc.ok(sc.text_turn(KIND, "Second.")))
+        agent = _agent(server, data_dir, cwd, workers=1)
+        try:
+            session_id = agent.start_session(cwd)
+            agent.reply(agent.prompt(session_id, "remember xyzzy"))
+            shown = len(_frames(agent, session_id))
+            closed = agent.reply(agent.request("session/close", {"sessionId": session_id}))
+            assert closed["result"] == {}
+            refused = agent.reply(agent.prompt(session_id, "after close"))["error"]
+            assert refused["code"] == SESSION_NOT_FOUND
+            again = agent.reply(agent.request("session/close", {"sessionId": session_id}))
+            assert again["error"]["code"] == SESSION_NOT_FOUND
+
+            resume = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+            assert agent.reply(agent.request("session/resume", resume))["result"] == {}
+            assert len(_frames(agent, session_id)) == shown  # nothing replayed
+            reply = agent.reply(agent.prompt(session_id, "two"))
+            assert reply["result"]["stopReason"] == "end_turn"
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+    assert "remember xyzzy" in str(server.requests[-1].body)  # the resume restored history
