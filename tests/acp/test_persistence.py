@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +214,22 @@ def test_close_then_resume_goes_on_without_a_replay(tmp_path: Path) -> None:
         finally:
             agent.kill()
     assert "remember xyzzy" in str(server.requests[-1].body)  # the resume restored history
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_data_dir_holding_no_database_stops_start_up_by_name(
+    tmp_path: Path, workers: int
+) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "sessions.db").write_bytes(b"not a database, just text " * 200)
+    with FakeProviderServer() as server:
+        command, env = agent_command(
+            KIND, server, "--data-dir", str(data_dir), "--workers", str(workers)
+        )
+        done = subprocess.run(command, env=env, input=b"", capture_output=True, timeout=60)
+    assert done.returncode == 2
+    assert b"toolprep: cannot open the session database" in done.stderr
+    assert str(data_dir / "sessions.db").encode() in done.stderr
+    assert done.stdout == b""  # nothing on the protocol stream
+    assert (data_dir / "sessions.db").read_bytes().startswith(b"not a database")
