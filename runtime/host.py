@@ -56,7 +56,7 @@ from toolprep.runtime.session_host import (
     check_outcome,
 )
 from toolprep.runtime.store.journal import StoreJournal
-from toolprep.runtime.store.session_store import SessionStore, StoredSession
+from toolprep.runtime.store.session_store import SessionStore, StoredSession, StoreError
 from toolprep.runtime.tools.base import ClientFilesystem, PermissionOutcome
 from toolprep.runtime.tools.process_groups import ProcessGroups, StartsProcesses
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry
@@ -204,6 +204,7 @@ class Runtime:
         with self._lock:
             if session_id in self._sessions:
                 raise ValueError(f"a session with this id is already open: {session_id}")
+        self.store.claim(session_id)  # refused while another live process serves it
         self.store.close_open_cards(session_id)  # what a crash of its last process left open
         stored = self.store.load(session_id)
         self._open(session_id, stored.info.cwd, sink, editor, stored.history)
@@ -343,6 +344,11 @@ class Runtime:
         # The supervisor detaches the sink once the session's last frames are out.
         self.directory.tell(SUPERVISOR, CloseSession(session_id))
         self._requests.settle_session(session_id)
+        if self.store is not None:
+            try:
+                self.store.release(session_id)
+            except StoreError as exc:
+                logger.error("session %s stays marked as served here: %s", session_id, exc)
 
     def crash_role(self, role: str, session_id: str | None = None) -> None:
         """Make a role raise inside a handler, exactly as a bug would (fault drills)."""

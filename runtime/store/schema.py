@@ -21,7 +21,8 @@ MIGRATIONS: tuple[str, ...] = (
         title TEXT,
         created_at REAL NOT NULL,
         updated_at REAL NOT NULL,
-        deleted INTEGER NOT NULL DEFAULT 0
+        deleted INTEGER NOT NULL DEFAULT 0,
+        owner TEXT
     );
     CREATE INDEX sessions_by_cwd ON sessions (cwd, updated_at);
     CREATE INDEX sessions_by_update ON sessions (updated_at, id);

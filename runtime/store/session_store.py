@@ -32,6 +32,7 @@ import orjson
 from toolprep.messages.content import Content
 from toolprep.messages.frames import card_change, discarded
 from toolprep.runtime.session_host import SessionInfo, UnknownSession
+from toolprep.runtime.store.ownership import owner_alive, this_process
 from toolprep.runtime.store.schema import SchemaTooNew, migrate
 from toolprep.runtime.workers.codec import dump_parts, load_parts
 from toolprep.runtime.workers.wire import WireError
@@ -63,8 +64,17 @@ class StoredSession:
 class SessionStore:
     """See the module docstring. Thread-safe; close it when done."""
 
-    def __init__(self, path: Path | str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S,
+        owner: str | None = None,
+    ) -> None:
+        """``owner`` names this process in the sessions it creates or claims (default: its
+        host, pid and start time; see ``ownership``)."""
         self.path = Path(path)
+        self.owner = owner or this_process()
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -103,9 +113,9 @@ class SessionStore:
         with self._transaction(f"create session {session_id}") as db:
             try:
                 db.execute(
-                    "INSERT INTO sessions (id, cwd, model, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (session_id, cwd, model, now, now),
+                    "INSERT INTO sessions (id, cwd, model, created_at, updated_at, owner) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (session_id, cwd, model, now, now, self.owner),
                 )
             except sqlite3.IntegrityError:
                 raise StoreError(f"session id {session_id} was already used") from None
@@ -178,19 +188,57 @@ class SessionStore:
                 db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
             db.execute("UPDATE sessions SET deleted = 1, title = NULL WHERE id = ?", (session_id,))
 
-    def close_open_cards(self, session_id: str | None = None) -> int:
-        """Append a terminal discard for every card left open (a process died mid-turn).
+    def claim(self, session_id: str) -> None:
+        """Make this process the session's owner, unless a live process serves it.
 
-        For every session (at start-up, before any runs) or for one about to be
-        opened again. Returns how many cards it closed.
+        Called before a stored session is opened again; raises ``StoreError``
+        naming the owner if it still runs.
         """
-        query = "SELECT session_id, call_id, tool_name FROM open_cards"
+        with self._transaction(f"claim session {session_id}") as db:
+            self._require(db, session_id)
+            (owner,) = db.execute(
+                "SELECT owner FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if owner != self.owner and owner_alive(owner):
+                raise StoreError(
+                    f"session {session_id} is open in another toolprep process ({owner})"
+                )
+            db.execute("UPDATE sessions SET owner = ? WHERE id = ?", (self.owner, session_id))
+
+    def release(self, session_id: str) -> None:
+        """This process no longer serves the session: another may open it."""
+        with self._transaction(f"release session {session_id}") as db:
+            db.execute(
+                "UPDATE sessions SET owner = NULL WHERE id = ? AND owner = ?",
+                (session_id, self.owner),
+            )
+
+    def close_open_cards(self, session_id: str | None = None) -> int:
+        """Append a terminal discard for every card a process that died left open.
+
+        For every session (at start-up) or for one about to be opened again;
+        sessions served by a live process, this one included, are left alone.
+        Returns how many cards it closed.
+        """
+        query = (
+            "SELECT open_cards.session_id, call_id, tool_name, owner FROM open_cards "
+            "JOIN sessions ON sessions.id = open_cards.session_id"
+        )
         params: tuple[str, ...] = ()
         if session_id is not None:
-            query += " WHERE session_id = ?"
+            query += " WHERE open_cards.session_id = ?"
             params = (session_id,)
         with self._transaction("close the cards left open") as db:
-            open_cards = db.execute(query + " ORDER BY session_id", params).fetchall()
+            rows = db.execute(query + " ORDER BY open_cards.session_id", params).fetchall()
+        served: dict[str | None, bool] = {}
+        open_cards = []
+        for sid, call_id, tool_name, owner in rows:
+            if owner not in served:
+                # A session this process just claimed to open again is not served yet.
+                claimed = session_id is not None and owner == self.owner
+                served[owner] = not claimed and owner_alive(owner)
+            if not served[owner]:
+                open_cards.append((sid, call_id, tool_name))
         by_session: dict[str, list[dict[str, Any]]] = {}
         for session_id, call_id, tool_name in open_cards:
             by_session.setdefault(session_id, []).append(discarded(call_id, tool_name))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,6 +57,17 @@ TURN = [
 ]
 
 
+def _dead_owner() -> str:
+    """An owner on this host whose process has ended (a child that already exited)."""
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return f"{socket.gethostname()}:{int(child.stdout)}:?"
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "data" / "sessions.db"
@@ -74,7 +88,7 @@ def test_a_session_survives_reopening_the_file(db: Path) -> None:
 
 
 def test_cards_left_open_by_a_crash_get_their_discard_on_restart(db: Path) -> None:
-    with SessionStore(db) as store:
+    with SessionStore(db, owner=_dead_owner()) as store:
         store.create("sess_1", "/work")
         store.append_frames("sess_1", TURN)  # a finished turn
         store.append_frames("sess_1", [fr.preparing("call_2", "grep", "search")])
@@ -182,3 +196,22 @@ def test_history_grows_at_its_end_and_can_be_cut_back_to_a_turn_start(db: Path) 
         store.save_history("sess_1", (*HISTORY[:1], HISTORY[3]))
         assert store.load("sess_1").history == (HISTORY[0], HISTORY[3])
         assert store.load("sess_1").info.title == "Fix the build please"
+
+
+def test_only_cards_of_processes_that_are_gone_are_discarded(db: Path) -> None:
+    card = [fr.preparing("call_1", "grep", "search")]
+    with SessionStore(db, owner=_dead_owner()) as crashed:
+        crashed.create("sess_dead", "/work")
+        crashed.append_frames("sess_dead", card)
+    with SessionStore(db) as serving, SessionStore(db, owner="elsewhere:1:1") as starting:
+        serving.create("sess_live", "/work")  # served by this (live) test process
+        serving.append_frames("sess_live", card)
+        assert starting.close_open_cards() == 1  # the dead owner's card only
+        assert lifecycle(list(starting.load("sess_dead").frames))["call_1"][-1] == "discarded"
+        assert lifecycle(list(starting.load("sess_live").frames)) == {"call_1": ["preparing"]}
+        with pytest.raises(StoreError, match="sess_live is open in another toolprep process"):
+            starting.claim("sess_live")
+        starting.claim("sess_dead")  # nobody serves it: the new process takes it over
+        serving.release("sess_live")
+        starting.claim("sess_live")
+        assert starting.close_open_cards("sess_live") == 1  # claimed to be opened again
