@@ -147,8 +147,7 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
     )
     from toolprep.runtime.session_host import SessionArchive, SessionHost, SessionHostError
     from toolprep.runtime.store import SessionStore, StoreError
-    from toolprep.runtime.workers import WorkerHost, default_worker_count
-    from toolprep.runtime.workers.front import WorkerSpec
+    from toolprep.runtime.workers import WorkerHost, WorkerSpec, default_worker_count
 
     configure_logging(args.log_level)
     options = {name: getattr(args, name) for name in RUNTIME_OPTIONS}

@@ -23,12 +23,11 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,14 +51,15 @@ from toolprep.runtime.session_host import (
 )
 from toolprep.runtime.tools.process_groups import signal_group
 from toolprep.runtime.workers.codec import dump_answer, dump_parts, load_request, load_result
-from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
+from toolprep.runtime.workers.process import WorkerProcess, WorkerSpec
+from toolprep.runtime.workers.wire import WireError
 
 if TYPE_CHECKING:  # the store uses this package's codec: import it for types only
     from toolprep.runtime.store import SessionStore
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["WorkerCrashed", "WorkerHost", "WorkerSpec", "default_worker_count"]
+__all__ = ["WorkerCrashed", "WorkerHost"]
 
 CALL_TIMEOUT_S = 30.0
 """How long a call that needs the worker's answer (open, answers) waits for it."""
@@ -67,30 +67,6 @@ CALL_TIMEOUT_S = 30.0
 
 class WorkerCrashed(SessionHostError):
     """The worker process serving a session is gone (and may be being replaced)."""
-
-
-def default_worker_count() -> int:
-    """One worker per core this process may run on, or 1 on a single core."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores)
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    """How to start a worker: ``factory`` (``package.module:function``) builds its
-    ``Runtime`` from ``config``, a JSON-able value, inside the worker process."""
-
-    factory: str
-    config: Any = None
-    env: Mapping[str, str] | None = None
-    cwd: str | None = None
-
-    def command(self) -> list[str]:
-        config = orjson.dumps(self.config).decode()
-        return [sys.executable, "-m", "toolprep.runtime.workers.worker", self.factory, config]
 
 
 CallKind = Literal["open", "prompt", "answer"]
@@ -119,61 +95,15 @@ class _Session:
     closed: bool = False
 
 
-class _Worker:
+class _Worker(WorkerProcess):
     """One worker process and the front's bookkeeping for it."""
 
     def __init__(self, slot: int, spec: WorkerSpec) -> None:
-        self.slot = slot
-        self.process = subprocess.Popen(
-            spec.command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=None if spec.env is None else dict(spec.env),
-            cwd=spec.cwd,
-        )
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.writer = FrameWriter(self.process.stdin.fileno())
-        self.reader = FrameReader(self.process.stdout)
+        super().__init__(slot, spec)
         self.sessions: dict[str, _Session] = {}
         self.calls: dict[int, _Call] = {}
         self.tool_groups: set[int] = set()
-        self.alive = False
         self.thread: threading.Thread | None = None
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def await_ready(self) -> None:
-        """Block until the worker built its runtime; raise if it died trying."""
-        try:
-            frame = self.reader.read()
-        except WireError as exc:
-            frame = None
-            logger.error("worker %d sent no ready frame: %s", self.slot, exc)
-        if frame is None or frame[0][0] != "ready":
-            code = self.process.wait()
-            self.close_pipes()
-            raise SessionHostError(f"worker {self.slot} did not start (exit status {code})")
-        self.alive = True
-
-    def exit_description(self) -> str:
-        try:
-            code = self.process.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait()
-        if code < 0:
-            return f"was killed by signal {-code}"
-        return f"exited with status {code}"
-
-    def close_pipes(self) -> None:
-        for pipe in (self.process.stdin, self.process.stdout):
-            if pipe is not None:
-                try:
-                    pipe.close()
-                except OSError as exc:  # a broken pipe's buffered bytes cannot be flushed
-                    logger.debug("closing a worker pipe: %r", exc)
 
 
 class WorkerHost:

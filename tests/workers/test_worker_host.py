@@ -19,7 +19,7 @@ from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import gone_within
 from toolprep.messages.content import TextPart
 from toolprep.runtime.session_host import SessionHostError
-from toolprep.runtime.workers.front import WorkerHost, WorkerSpec
+from toolprep.runtime.workers import WorkerHost, WorkerSpec
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter
 
 KIND = "anthropic"

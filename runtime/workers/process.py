@@ -1,0 +1,102 @@
+"""A worker process as its front sees it: how it is started, its pipes, how it ended.
+
+Kept apart from the routing (``front``) so that what it takes to run a child
+process correctly (the ready handshake, closing broken pipes, telling a
+signal from an exit status) reads on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from toolprep.runtime.session_host import SessionHostError
+from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["WorkerProcess", "WorkerSpec", "default_worker_count"]
+
+
+def default_worker_count() -> int:
+    """One worker per core this process may run on, or 1 on a single core."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How to start a worker: ``factory`` (``package.module:function``) builds its
+    ``Runtime`` from ``config``, a JSON-able value, inside the worker process."""
+
+    factory: str
+    config: Any = None
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+
+    def command(self) -> list[str]:
+        config = orjson.dumps(self.config).decode()
+        return [sys.executable, "-m", "toolprep.runtime.workers.worker", self.factory, config]
+
+
+class WorkerProcess:
+    """A started worker: frames go in through ``writer`` and come out through ``reader``."""
+
+    def __init__(self, slot: int, spec: WorkerSpec) -> None:
+        self.slot = slot
+        self.process = subprocess.Popen(
+            spec.command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=None if spec.env is None else dict(spec.env),
+            cwd=spec.cwd,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.writer = FrameWriter(self.process.stdin.fileno())
+        self.reader = FrameReader(self.process.stdout)
+        self.alive = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def await_ready(self) -> None:
+        """Block until the worker built its runtime; raise if it died trying."""
+        try:
+            frame = self.reader.read()
+        except WireError as exc:
+            frame = None
+            logger.error("worker %d sent no ready frame: %s", self.slot, exc)
+        if frame is None or frame[0][0] != "ready":
+            code = self.process.wait()
+            self.close_pipes()
+            raise SessionHostError(f"worker {self.slot} did not start (exit status {code})")
+        self.alive = True
+
+    def exit_description(self) -> str:
+        try:
+            code = self.process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        if code < 0:
+            return f"was killed by signal {-code}"
+        return f"exited with status {code}"
+
+    def close_pipes(self) -> None:
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError as exc:  # a broken pipe's buffered bytes cannot be flushed
+                    logger.debug("closing a worker pipe: %r", exc)
