@@ -28,24 +28,11 @@ KIND = "anthropic"
 SESSION_NOT_FOUND = -32002
 
 
-def _shell(command: str, call_id: str) -> sc.Call:
-    return (call_id, "run_shell_command", {"command": command})
-
-
 def _agent(server: FakeProviderServer, data_dir: Path, cwd: Path, workers: int) -> AgentProcess:
     command, env = agent_command(
         KIND, server, "--allow-shell", "--data-dir", str(data_dir), "--workers", str(workers)
     )
     return AgentProcess(command, env, cwd, cwd / f"stderr-{os.urandom(4).hex()}.log")
-
-
-def _frames(agent: AgentProcess, session_id: str) -> list[dict[str, Any]]:
-    with agent._changed:
-        return [
-            m["params"]["update"]
-            for m in agent.messages
-            if m.get("method") == "session/update" and m["params"]["sessionId"] == session_id
-        ]
 
 
 def _initialize(agent: AgentProcess) -> dict[str, Any]:
@@ -64,7 +51,7 @@ def test_a_session_is_listed_loaded_and_continued_by_the_next_agent(
     cwd.mkdir()
     with FakeProviderServer() as server:
         server.enqueue(
-            sc.ok(sc.calls_turn(KIND, [_shell("echo remembered", "call_1")])),
+            sc.ok(sc.calls_turn(KIND, [sc.shell("echo remembered", "call_1")])),
             sc.ok(sc.text_turn(KIND, "Noted.")),
         )
         first = _agent(server, data_dir, cwd, workers)
@@ -72,7 +59,7 @@ def test_a_session_is_listed_loaded_and_continued_by_the_next_agent(
             session_id = first.start_session(cwd)
             reply = first.reply(first.prompt(session_id, "the first question"))
             assert reply["result"]["stopReason"] == "end_turn"
-            sent = _frames(first, session_id)
+            sent = first.updates(session_id)
             first.close_input()
             assert first.wait_exit() == 0
         finally:
@@ -97,7 +84,7 @@ def test_a_session_is_listed_loaded_and_continued_by_the_next_agent(
 
             load = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
             assert second.reply(second.request("session/load", load))["result"] == {}
-            assert _frames(second, session_id) == sent  # the replay is what was shown
+            assert second.updates(session_id) == sent  # the replay is what was shown
 
             again = second.reply(second.prompt(session_id, "what did I ask?"))
             assert again["result"]["stopReason"] == "end_turn"
@@ -109,14 +96,14 @@ def test_a_session_is_listed_loaded_and_continued_by_the_next_agent(
         assert "the first question" in sent_back and "remembered" in sent_back
         for message in second.messages:
             validate_agent_message(message)
-        check_cards(_frames(second, session_id))
+        check_cards(second.updates(session_id))
 
 
 def test_cards_of_a_killed_agent_replay_as_discarded(tmp_path: Path, pids: list[int]) -> None:
     data_dir, cwd = tmp_path / "data", tmp_path / "work"
     cwd.mkdir()
-    quick = _shell("echo quick", "call_quick")
-    stuck = _shell("echo $$ > sh.pid; sleep 300", "call_stuck")
+    quick = sc.shell("echo quick", "call_quick")
+    stuck = sc.shell("echo $$ > sh.pid; sleep 300", "call_stuck")
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.calls_turn(KIND, [quick, stuck])))
         first = _agent(server, data_dir, cwd, workers=1)
@@ -135,7 +122,7 @@ def test_cards_of_a_killed_agent_replay_as_discarded(tmp_path: Path, pids: list[
             _initialize(second)
             load = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
             assert "result" in second.reply(second.request("session/load", load))
-            replayed = _frames(second, session_id)
+            replayed = second.updates(session_id)
             second.close_input()
             second.wait_exit()
         finally:
@@ -196,7 +183,7 @@ def test_close_then_resume_goes_on_without_a_replay(tmp_path: Path) -> None:
         try:
             session_id = agent.start_session(cwd)
             agent.reply(agent.prompt(session_id, "remember xyzzy"))
-            shown = len(_frames(agent, session_id))
+            shown = len(agent.updates(session_id))
             closed = agent.reply(agent.request("session/close", {"sessionId": session_id}))
             assert closed["result"] == {}
             refused = agent.reply(agent.prompt(session_id, "after close"))["error"]
@@ -206,7 +193,7 @@ def test_close_then_resume_goes_on_without_a_replay(tmp_path: Path) -> None:
 
             resume = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
             assert agent.reply(agent.request("session/resume", resume))["result"] == {}
-            assert len(_frames(agent, session_id)) == shown  # nothing replayed
+            assert len(agent.updates(session_id)) == shown  # nothing replayed
             reply = agent.reply(agent.prompt(session_id, "two"))
             assert reply["result"]["stopReason"] == "end_turn"
             agent.close_input()

@@ -24,10 +24,6 @@ KIND = "anthropic"
 DEADLINE_S = 20.0
 
 
-def _shell(command: str, call_id: str = "call_sh", **extra: object) -> sc.Call:
-    return (call_id, "run_shell_command", {"command": command, **extra})
-
-
 @pytest.mark.parametrize(
     "command",
     [
@@ -41,8 +37,8 @@ async def test_background_child_dies_when_the_turn_ends(
 ) -> None:
     with FakeProviderServer() as server:
         server.enqueue(
-            sc.ok(sc.calls_turn(KIND, [_shell(command)])),
-            sc.ok(sc.calls_turn(KIND, [_shell("kill -0 $(cat bg.pid) && echo alive", "call_2")])),
+            sc.ok(sc.calls_turn(KIND, [sc.shell(command)])),
+            sc.ok(sc.calls_turn(KIND, [sc.shell("kill -0 $(cat bg.pid) && echo alive", "call_2")])),
             sc.ok(sc.text_turn(KIND, "Started it.")),
         )
         client = RecordingClient()
@@ -64,7 +60,7 @@ async def test_cancel_kills_the_running_command_and_its_children(
 ) -> None:
     command = "echo $$ > sh.pid; sleep 300 & echo $! > bg.pid; sleep 300"
     with FakeProviderServer() as server:
-        server.enqueue(sc.ok(sc.calls_turn(KIND, [_shell(command)])))
+        server.enqueue(sc.ok(sc.calls_turn(KIND, [sc.shell(command)])))
         client = RecordingClient()
         async with running_agent(*agent_command(KIND, server, "--allow-shell"), client) as (
             conn,
@@ -91,7 +87,7 @@ async def test_timeout_kills_the_command_and_its_children(tmp_path: Path, pids: 
     command = "sleep 300 & echo $! > bg.pid; sleep 300"
     with FakeProviderServer() as server:
         server.enqueue(
-            sc.ok(sc.calls_turn(KIND, [_shell(command, timeout_s=1)])),
+            sc.ok(sc.calls_turn(KIND, [sc.shell(command, timeout_s=1)])),
             sc.ok(sc.text_turn(KIND, "It timed out.")),
         )
         client = RecordingClient()
@@ -112,8 +108,8 @@ def test_agent_exit_kills_children_of_finished_and_running_commands(
     tmp_path: Path, pids: list[int]
 ) -> None:
     """Stdin EOF mid-turn: the earlier call's background child and the running call die."""
-    first = _shell("sleep 300 > /dev/null 2>&1 & echo $! > first.pid", "call_first")
-    second = _shell("echo $$ > second.pid; sleep 300", "call_second")
+    first = sc.shell("sleep 300 > /dev/null 2>&1 & echo $! > first.pid", "call_first")
+    second = sc.shell("echo $$ > second.pid; sleep 300", "call_second")
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.calls_turn(KIND, [first, second])))
         agent = AgentProcess(

@@ -22,14 +22,10 @@ from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import alive, gone_within, pid_from
-from tests.support.runtime_harness import check_cards, is_preparing, lifecycle
+from tests.support.runtime_harness import check_cards, is_preparing, lifecycle, message_text
 
 DEADLINE_S = 30.0
 WORKERS = ("--workers", "2")
-
-
-def _shell(command: str, call_id: str) -> sc.Call:
-    return (call_id, "run_shell_command", {"command": command})
 
 
 def children(pid: int) -> set[int]:
@@ -37,12 +33,6 @@ def children(pid: int) -> set[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         found.update(int(c) for c in (task / "children").read_text().split())
     return found
-
-
-def message_text(frames: list[dict[str, Any]]) -> str:
-    return "".join(
-        f["content"]["text"] for f in frames if f.get("sessionUpdate") == "agent_message_chunk"
-    )
 
 
 def worker_pid_in(frames: list[dict[str, Any]]) -> int:
@@ -64,7 +54,7 @@ async def test_sessions_spread_over_workers_with_the_whole_lifecycle(
                 for _ in range(2)
             ]
             for n, session_id in enumerate(sessions):
-                call = _shell("echo worker=$PPID", f"call_{n}")
+                call = sc.shell("echo worker=$PPID", f"call_{n}")
                 server.enqueue(sc.ok(sc.calls_turn(kind, [call])), sc.ok(sc.text_turn(kind)))
                 reply = await conn.prompt(session_id=session_id, prompt=[text_block("go")])
                 assert reply.stop_reason == "end_turn"
@@ -86,7 +76,7 @@ async def test_permission_and_cancel_cross_the_front(tmp_path: Path) -> None:
         async with running_agent(*agent_command(kind, server, *WORKERS), client) as (conn, _):
             asked = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
             stalled = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            command = _shell("echo ran > marker.txt", "call_ask")
+            command = sc.shell("echo ran > marker.txt", "call_ask")
             server.enqueue(sc.ok(sc.calls_turn(kind, [command])), sc.ok(sc.text_turn(kind)))
             reply = await conn.prompt(session_id=asked, prompt=[text_block("go")])
             assert reply.stop_reason == "end_turn"
@@ -123,7 +113,7 @@ async def test_a_killed_worker_ends_its_turns_and_is_replaced(
             bystander = (await conn.new_session(cwd=str(bystander_dir), mcp_servers=[])).session_id
             started_with = children(process.pid)
 
-            long_call = _shell("echo $PPID > worker.pid; echo $$ > sh.pid; sleep 300", "call_v")
+            long_call = sc.shell("echo $PPID > worker.pid; echo $$ > sh.pid; sleep 300", "call_v")
             server.enqueue(sc.ok(sc.calls_turn(kind, [long_call])))
             victim_turn = asyncio.ensure_future(
                 conn.prompt(session_id=victim, prompt=[text_block("go")])
@@ -131,7 +121,7 @@ async def test_a_killed_worker_ends_its_turns_and_is_replaced(
             victim_worker = await asyncio.to_thread(pid_from, victim_dir / "worker.pid", 20)
             pids.append(await asyncio.to_thread(pid_from, victim_dir / "sh.pid", 20))
 
-            slow_call = _shell("echo $PPID > worker.pid; sleep 2; echo finished", "call_b")
+            slow_call = sc.shell("echo $PPID > worker.pid; sleep 2; echo finished", "call_b")
             server.enqueue(sc.ok(sc.calls_turn(kind, [slow_call])), sc.ok(sc.text_turn(kind)))
             bystander_turn = asyncio.ensure_future(
                 conn.prompt(session_id=bystander, prompt=[text_block("go")])

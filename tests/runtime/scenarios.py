@@ -17,6 +17,11 @@ ANTHROPIC_OVERLOADED = b'event: error\ndata: {"type":"error","error":{"type":"ov
 OPENAI_SERVER_ERROR = b'data: {"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}\n\n'
 
 
+def shell(command: str, call_id: str = "call_sh", **extra: Any) -> Call:
+    """A ``run_shell_command`` call, as the model would make it."""
+    return (call_id, "run_shell_command", {"command": command, **extra})
+
+
 def calls_turn(
     kind: str, calls: Sequence[Call], text: str | None = None, fragment_size: int = 6
 ) -> str:

@@ -22,7 +22,13 @@ import pytest
 from tests.runtime import scenarios as sc
 from tests.session_host.hosts import HostUnderTest
 from tests.session_host.recording import RecordingFrameSink
-from tests.support.runtime_harness import TURN_END, check_cards, is_preparing, lifecycle
+from tests.support.runtime_harness import (
+    TURN_END,
+    check_cards,
+    is_preparing,
+    lifecycle,
+    message_text,
+)
 from toolprep.messages.content import TextPart
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.session_host import (
@@ -59,12 +65,6 @@ def _assert_plain_data(request: ClientRequest) -> None:
     json.dumps(dataclasses.asdict(request))
 
 
-def _message_text(frames: list[dict[str, Any]]) -> str:
-    return "".join(
-        f["content"]["text"] for f in frames if f.get("sessionUpdate") == "agent_message_chunk"
-    )
-
-
 def test_prompt_streams_the_card_lifecycle_in_order_then_resolves(hosted: HostUnderTest) -> None:
     kind = hosted.kind
     hosted.server.enqueue(
@@ -77,7 +77,7 @@ def test_prompt_streams_the_card_lifecycle_in_order_then_resolves(hosted: HostUn
     assert frames[-1] == TURN_END
     check_cards(frames)
     assert lifecycle(frames) == {"call_paris": ["preparing", "in_progress", "completed"]}
-    assert _message_text(frames) == "Sunny in Paris."
+    assert message_text(frames) == "Sunny in Paris."
     assert sink.session_ids() == {session_id}
     assert sink.requests() == []
 
@@ -102,7 +102,7 @@ def test_cancel_of_an_idle_session_does_nothing(hosted: HostUnderTest) -> None:
     session_id, sink = _open(hosted)
     hosted.host.cancel(session_id)
     assert _prompt(hosted, session_id, sink).result(TURN_S).stop_reason == "end_turn"
-    assert _message_text(sink.frames()) == "Still here."
+    assert message_text(sink.frames()) == "Still here."
 
 
 @pytest.mark.parametrize(
@@ -113,7 +113,7 @@ def test_permission_request_crosses_the_boundary_and_the_callers_answer_decides(
     hosted: HostUnderTest, outcome: str, ran: bool, terminal: str
 ) -> None:
     kind = hosted.kind
-    command = ("call_shell", "run_shell_command", {"command": "echo ran > marker.txt"})
+    command = sc.shell("echo ran > marker.txt", "call_shell")
     hosted.server.enqueue(sc.ok(sc.calls_turn(kind, [command])), sc.ok(sc.text_turn(kind)))
     session_id, sink = _open(hosted)
     reply = _prompt(hosted, session_id, sink)
@@ -134,7 +134,7 @@ def test_permission_request_crosses_the_boundary_and_the_callers_answer_decides(
 
 def test_a_permission_answer_that_is_no_outcome_is_refused(hosted: HostUnderTest) -> None:
     kind = hosted.kind
-    command = ("call_shell", "run_shell_command", {"command": "echo ran > marker.txt"})
+    command = sc.shell("echo ran > marker.txt", "call_shell")
     hosted.server.enqueue(sc.ok(sc.calls_turn(kind, [command])), sc.ok(sc.text_turn(kind)))
     session_id, sink = _open(hosted)
     reply = _prompt(hosted, session_id, sink)
@@ -197,7 +197,7 @@ def test_an_editor_failure_fails_the_tool_with_its_reason(hosted: HostUnderTest)
 
 
 def test_closing_settles_an_unanswered_request_and_ends_the_turn(hosted: HostUnderTest) -> None:
-    command = ("call_shell", "run_shell_command", {"command": "echo ran > marker.txt"})
+    command = sc.shell("echo ran > marker.txt", "call_shell")
     hosted.server.enqueue(sc.ok(sc.calls_turn(hosted.kind, [command])))
     session_id, sink = _open(hosted)
     reply = _prompt(hosted, session_id, sink)
@@ -265,7 +265,7 @@ def test_two_sessions_frames_never_mix(hosted: HostUnderTest) -> None:
     opened = [_open(hosted) for _ in range(2)]
     replies = [_prompt(hosted, sid, sink) for sid, sink in opened]
     assert [r.result(TURN_S).stop_reason for r in replies] == ["end_turn", "end_turn"]
-    assert {_message_text(sink.frames()) for _, sink in opened} == texts
+    assert {message_text(sink.frames()) for _, sink in opened} == texts
     for session_id, sink in opened:
         assert sink.session_ids() == {session_id}
         assert sink.frames()[-1] == TURN_END

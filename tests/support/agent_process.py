@@ -76,10 +76,14 @@ class AgentProcess:
         self.wait_for(lambda ms: any(_answers(m, request_id) for m in ms), timeout)
         return next(m for m in self.messages if _answers(m, request_id))
 
-    def updates(self) -> list[Message]:
+    def updates(self, session_id: str | None = None) -> list[Message]:
+        """The ``session/update`` payloads so far (of one session, if named), in order."""
         with self._changed:
             return [
-                m["params"]["update"] for m in self.messages if m.get("method") == "session/update"
+                m["params"]["update"]
+                for m in self.messages
+                if m.get("method") == "session/update"
+                and session_id in (None, m["params"]["sessionId"])
             ]
 
     def start_session(self, cwd: Path) -> str:

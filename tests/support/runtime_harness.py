@@ -102,6 +102,13 @@ def tool_frames(frames: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [f for f in frames if f.get("sessionUpdate") in ("tool_call", "tool_call_update")]
 
 
+def message_text(frames: Sequence[Mapping[str, Any]]) -> str:
+    """The agent's message as the editor shows it: every text chunk, joined."""
+    return "".join(
+        f["content"]["text"] for f in frames if f.get("sessionUpdate") == "agent_message_chunk"
+    )
+
+
 def lifecycle(frames: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
     """toolCallId -> ["preparing", "in_progress", "completed" | "failed" | "discarded", ...]."""
     out: dict[str, list[str]] = {}
