@@ -213,9 +213,17 @@ class Runtime:
     # --- SessionArchive, when built with a store ---------------------------------------------
 
     def load_session(
-        self, session_id: str, sink: FrameSink, *, editor: EditorCapabilities = NO_EDITOR
-    ) -> tuple[dict[str, Any], ...]:
-        return self.restore_session(session_id, sink, editor=editor).frames
+        self,
+        session_id: str,
+        sink: FrameSink,
+        *,
+        editor: EditorCapabilities = NO_EDITOR,
+        replay: bool = True,
+    ) -> None:
+        stored = self.restore_session(session_id, sink, editor=editor)
+        if replay:  # no turn can start before this returns, so nothing overtakes them
+            for frame in stored.frames:
+                sink.send_update(session_id, frame)
 
     def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None

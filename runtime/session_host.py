@@ -66,6 +66,17 @@ class UnknownSession(SessionHostError, LookupError):
         self.session_id = session_id
 
 
+class SessionLimitReached(SessionHostError):
+    """The host serves as many sessions as it may; one must close before another opens."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"Session limit reached: this agent serves at most {limit} open sessions "
+            "(--max-sessions); close one with session/close first"
+        )
+        self.limit = limit
+
+
 class HostClosed(SessionHostError, RuntimeError):
     """The host was shut down and opens no more sessions."""
 
@@ -227,13 +238,20 @@ class SessionArchive(Protocol):
     """What a host that keeps sessions beyond its process offers besides ``SessionHost``."""
 
     def load_session(
-        self, session_id: str, sink: FrameSink, *, editor: EditorCapabilities = NO_EDITOR
-    ) -> tuple[dict[str, Any], ...]:
-        """Open a stored session again, history included; returns the frames it sent before.
+        self,
+        session_id: str,
+        sink: FrameSink,
+        *,
+        editor: EditorCapabilities = NO_EDITOR,
+        replay: bool = True,
+    ) -> None:
+        """Open a stored session again, history included, its output going to ``sink``.
 
-        Every card among those frames is terminal (a card a crash left open
-        has been given its discard). Raises ``UnknownSession`` if nothing is
-        stored under the id, ``ValueError`` if the session is open already.
+        With ``replay`` the frames it sent before reach ``sink`` first, ahead
+        of anything new, before this returns; every card among them is
+        terminal (a card a crash left open has been given its discard).
+        Raises ``UnknownSession`` if nothing is stored under the id,
+        ``ValueError`` if the session is open already.
         """
 
     def list_sessions(
@@ -262,6 +280,7 @@ __all__ = [
     "SessionHost",
     "SessionHostError",
     "SessionInfo",
+    "SessionLimitReached",
     "UnknownSession",
     "WriteTextFile",
     "check_outcome",

@@ -26,7 +26,13 @@ import orjson
 
 from toolprep.messages.permissions import SELECTABLE_OUTCOMES, PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult
-from toolprep.runtime.acp.errors import INVALID_PARAMS, RpcError, require
+from toolprep.runtime.acp.errors import (
+    INVALID_PARAMS,
+    REQUEST_CANCELLED,
+    ConnectionClosed,
+    RpcError,
+    require,
+)
 from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, OversizedMessage
 from toolprep.runtime.acp.prompt_content import prompt_to_parts
 from toolprep.runtime.session_host import (
@@ -40,6 +46,7 @@ from toolprep.runtime.session_host import (
     RequestPermission,
     SessionArchive,
     SessionHost,
+    SessionLimitReached,
     UnknownSession,
     WriteTextFile,
 )
@@ -55,6 +62,8 @@ PERMISSION_OPTIONS = [
 ]
 
 SESSION_NOT_FOUND = -32002
+SESSION_LIMIT = -32001
+"""A server error (the -32000 range JSON-RPC leaves to servers): no room for another session."""
 
 _STOP_POLL_S = 0.1
 
@@ -76,6 +85,12 @@ class ConnectionSink:
     def __init__(self, connection: JsonRpcConnection, host: SessionHost) -> None:
         self._connection = connection
         self._host = host
+        self._asked: dict[tuple[str, str], Future[Any]] = {}
+        self._asked_lock = threading.Lock()
+
+    @property
+    def connection(self) -> JsonRpcConnection:
+        return self._connection
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
         self._connection.notify("session/update", {"sessionId": session_id, "update": update})
@@ -112,15 +127,37 @@ class ConnectionSink:
             },
         )
 
+        key = (session_id, request.request_id)
+        with self._asked_lock:
+            self._asked[key] = asked
+
         def relay(done: Future[Any]) -> None:
+            with self._asked_lock:
+                self._asked.pop(key, None)
             try:
                 outcome = _permission_outcome(done.result())
+            except ConnectionClosed:
+                # Not an answer: the session settles it when it closes, or another
+                # client attached to it answers.
+                return
+            except RpcError as exc:
+                if exc.code == REQUEST_CANCELLED:
+                    return  # withdrawn: answered elsewhere
+                logger.warning("permission request failed: %r", exc)
+                outcome = "cancelled"
             except Exception as exc:
                 logger.warning("permission request failed: %r", exc)
                 outcome = "cancelled"
             self._answer(session_id, request.request_id, outcome)
 
         asked.add_done_callback(relay)
+
+    def withdraw_request(self, session_id: str, request_id: str, reason: str) -> None:
+        """Take back a permission request this client has not answered (``$/cancel_request``)."""
+        with self._asked_lock:
+            asked = self._asked.pop((session_id, request_id), None)
+        if asked is not None:
+            self._connection.withdraw(asked, reason)
 
     def _answer(self, session_id: str, request_id: str, outcome: PermissionOutcome) -> None:
         try:
@@ -251,9 +288,12 @@ class AcpAgent:
 
     def new_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         cwd = _session_directory(params)
-        session_id = self.host.open_session(
-            cwd, self._sink, f"sess_{uuid.uuid4().hex}", editor=self._editor()
-        )
+        try:
+            session_id = self.host.open_session(
+                cwd, self._sink, f"sess_{uuid.uuid4().hex}", editor=self._editor()
+            )
+        except SessionLimitReached as exc:
+            raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
         with self._lock:
             self._sessions.add(session_id)
         return {"sessionId": session_id}
@@ -268,29 +308,28 @@ class AcpAgent:
 
     def load_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         """Open a stored session, replaying what it sent before as ``session/update``s."""
-        session_id, frames = self._reopen(params)
-        for frame in frames:
-            self._sink.send_update(session_id, frame)
+        self._reopen(params, replay=True)
         return {}
 
     def resume_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         """Open a stored session without replaying it (the client still shows it)."""
-        self._reopen(params)
+        self._reopen(params, replay=False)
         return {}
 
-    def _reopen(self, params: Any) -> tuple[str, tuple[dict[str, Any], ...]]:
+    def _reopen(self, params: Any, *, replay: bool) -> None:
         assert self.archive is not None
         session_id = require(params, "sessionId", str)
         _session_directory(params)
         try:
-            frames = self.archive.load_session(session_id, self._sink, editor=self._editor())
+            self.archive.load_session(session_id, self._sink, editor=self._editor(), replay=replay)
         except UnknownSession as exc:
             raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+        except SessionLimitReached as exc:
+            raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
         except ValueError as exc:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         with self._lock:
             self._sessions.add(session_id)
-        return session_id, frames
 
     def close_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         """End the session's running turn (its prompt answers ``cancelled``) and close it."""
@@ -373,6 +412,9 @@ class AcpAgent:
             connection.respond(request_id, body)
 
         reply.add_done_callback(respond)
+        # ``$/cancel_request`` for a prompt ends its turn the way ``session/cancel`` does:
+        # the reply still comes, with stop reason ``cancelled``, after every discard.
+        connection.on_cancel_request(request_id, lambda: self._cancel_turn(session_id))
         return DEFERRED
 
     def cancel(self, params: Any) -> None:
@@ -385,6 +427,9 @@ class AcpAgent:
         if not known:
             logger.warning("session/cancel ignored: %s", UnknownSession(session_id))
             return
+        self._cancel_turn(session_id)
+
+    def _cancel_turn(self, session_id: str) -> None:
         try:
             self.host.cancel(session_id)
         except UnknownSession as exc:  # closed by the host meanwhile

@@ -1,18 +1,18 @@
-"""Newline-delimited JSON-RPC 2.0 over a pair of byte streams (an ACP agent's stdio).
+"""JSON-RPC 2.0 over a message transport: newline-delimited on stdio, or WebSocket frames.
 
 One :class:`JsonRpcConnection` serves both directions: it answers the peer's
 requests with registered handlers and lets local code call the peer
 (``request``/``notify``). The same class runs the agent (on its own
-stdin/stdout) and a client driving an agent subprocess (tests, the demo).
+stdin/stdout, or one per WebSocket connection of ``toolprep serve``) and a
+client driving an agent subprocess (tests, the demo).
 
 Threading model, and why:
 
-* **One reader thread** owns the input stream. It reads in bounded chunks and
-  splits lines itself, so a multi-gigabyte line costs at most
-  ``max_line_bytes`` of memory before it is rejected and skipped. An
-  oversized line that may be the peer's *response* is scanned while skipped
-  (``envelope_scan``, constant memory) so the local request it answers fails
-  at once with :class:`OversizedMessage` instead of waiting for its timeout.
+* **One reader thread** owns the transport's input. The transport bounds
+  each message (``max_line_bytes``) and skips what is over the limit; a
+  skipped message that was the peer's *response* fails the local request it
+  answers at once with :class:`OversizedMessage` instead of waiting for its
+  timeout.
 * **Handlers run inline on the reader thread by default**, in arrival order.
   That ordering is what makes ``session/cancel`` reliable: the
   ``session/prompt`` handler has registered its turn before the cancel that
@@ -38,19 +38,16 @@ are answered with a single ``-32600`` error.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, Any, Final, Self, TypeAlias
 
 import orjson
 
-from toolprep.runtime.acp.envelope_scan import EnvelopeScanner
 from toolprep.runtime.acp.errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -60,8 +57,11 @@ from toolprep.runtime.acp.errors import (
     ConnectionClosed,
     RpcError,
 )
+from toolprep.runtime.acp.line_transport import LineTransport
+from toolprep.runtime.acp.transport import MessageTransport, SkippedMessage
 
 __all__ = [
+    "CANCEL_REQUEST",
     "DEFAULT_MAX_LINE_BYTES",
     "DEFERRED",
     "CloseCallback",
@@ -80,6 +80,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+CANCEL_REQUEST: Final = "$/cancel_request"
+"""ACP's notification (either direction) that takes back an unanswered request by its id."""
+
 RequestId: TypeAlias = str | int | None
 """A JSON-RPC id as ACP allows it: string, 64-bit integer or null."""
 
@@ -92,7 +95,6 @@ NotificationHandler: TypeAlias = Callable[[Any], object]
 CloseCallback: TypeAlias = Callable[[], object]
 
 DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
-_READ_CHUNK_BYTES: Final = 64 * 1024
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
 
@@ -111,22 +113,6 @@ class OversizedMessage(Exception):
     @property
     def excess(self) -> int:
         return self.size - self.limit
-
-
-@dataclass(frozen=True, slots=True)
-class _OversizedLine:
-    """A line over the limit; ``response_id`` set when it was a complete response to that id."""
-
-    size: int | None = None
-    response_id: int | None = None
-
-
-@dataclass(slots=True)
-class _Overflow:
-    """The line being skipped; ``scanner`` is dropped once it cannot be a response."""
-
-    size: int
-    scanner: EnvelopeScanner | None
 
 
 class _Deferred:
@@ -221,11 +207,12 @@ class _ReplyFuture(Future[Any]):
 
 
 class JsonRpcConnection:
-    """A JSON-RPC 2.0 peer over newline-delimited JSON on two byte streams.
+    """A JSON-RPC 2.0 peer: on newline-delimited JSON over two byte streams, or
+    :meth:`over` any :class:`MessageTransport`.
 
-    ``input_stream`` is read only by the reader thread started by
-    :meth:`start`; ``output_stream`` is written only through :meth:`send`.
-    Blocking streams are expected (pipes, ``sys.stdin.buffer``).
+    The input is read only by the reader thread started by :meth:`start`;
+    the output is written only through :meth:`send`. Blocking streams are
+    expected (pipes, ``sys.stdin.buffer``).
     """
 
     def __init__(
@@ -237,13 +224,23 @@ class JsonRpcConnection:
         request_workers: int = 0,
         name: str = "jsonrpc",
     ) -> None:
-        if max_line_bytes < 1:
-            raise ValueError("max_line_bytes must be positive")
+        transport = LineTransport(input_stream, output_stream, max_line_bytes)
+        self._setup(transport, request_workers=request_workers, name=name)
+
+    @classmethod
+    def over(
+        cls, transport: MessageTransport, *, request_workers: int = 0, name: str = "jsonrpc"
+    ) -> Self:
+        """A connection on any transport (a WebSocket, say) rather than a pair of streams."""
+        connection = cls.__new__(cls)
+        connection._setup(transport, request_workers=request_workers, name=name)
+        return connection
+
+    def _setup(self, transport: MessageTransport, *, request_workers: int, name: str) -> None:
         if request_workers < 0:
             raise ValueError("request_workers must be >= 0 (0 runs handlers inline)")
-        self._input = input_stream
-        self._output = output_stream
-        self.max_line_bytes = max_line_bytes
+        self._transport = transport
+        self.max_line_bytes = transport.max_message_bytes
         self.name = name
         self._write_lock = threading.Lock()
         self._state_lock = threading.Lock()
@@ -252,6 +249,7 @@ class JsonRpcConnection:
         self._close_callbacks: list[CloseCallback] = []
         self._pending: dict[int, Future[Any]] = {}
         self._awaiting_reply: set[str | int | None] = set()
+        self._cancel_hooks: dict[RequestId, Callable[[], object]] = {}
         self._ids = itertools.count(1)
         self._reader: threading.Thread | None = None
         self._finished = False
@@ -277,6 +275,17 @@ class JsonRpcConnection:
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Call ``handler(params)`` for each ``method`` notification, on the reader thread."""
         self._notification_handlers[method] = handler
+
+    def on_cancel_request(self, request_id: RequestId, hook: Callable[[], object]) -> None:
+        """Call ``hook()`` if the peer sends ``$/cancel_request`` for ``request_id``.
+
+        For a request answered later (``DEFERRED``): the hook stops the work,
+        and the work's own answer still goes out (ACP requires one). The hook
+        is forgotten once the request is answered.
+        """
+        with self._state_lock:
+            if request_id in self._awaiting_reply:
+                self._cancel_hooks[request_id] = hook
 
     def on_close(self, callback: CloseCallback) -> None:
         """Call ``callback()`` once when the input ends or :meth:`close` is called.
@@ -323,7 +332,7 @@ class JsonRpcConnection:
         with self._write_lock:
             if self._write_failure is None:
                 self._write_failure = "connection closed"
-            self._discard_output()
+            self._transport.close_output()
         self._finish("connection closed")
         if self._pool is not None:
             self._pool.shutdown(wait=False)
@@ -342,41 +351,30 @@ class JsonRpcConnection:
     # ------------------------------------------------------------------ sending
 
     def send(self, message: Mapping[str, Any]) -> None:
-        """Write ``message`` as one compact JSON line and flush; safe from any thread.
+        """Write ``message`` as one compact JSON message; safe from any thread.
 
         Raises ``ConnectionClosed`` if the output is closed or broken, and
         ``TypeError`` (``orjson.JSONEncodeError``) if it is not serialisable.
         A raw escape hatch: a response sent this way still counts as the
         answer to its request, so ``respond`` will not answer it twice.
         """
-        data = orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+        data = self._transport.encode(message)
         if "method" not in message and ("result" in message or "error" in message):
             answered = message.get("id")
             if _valid_id(answered):
                 with self._state_lock:
                     self._awaiting_reply.discard(answered)
+                    self._cancel_hooks.pop(answered, None)
         with self._write_lock:
             if self._write_failure is not None:
                 raise ConnectionClosed(self._write_failure)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[self._output.write(view) :]
-                self._output.flush()
+                self._transport.write(data)
             except (OSError, ValueError) as exc:
                 self._write_failure = f"cannot write to the peer: {exc}"
                 logger.warning("%s: output broken: %s", self.name, exc)
-                self._discard_output()
+                self._transport.close_output()
                 raise ConnectionClosed(self._write_failure) from exc
-
-    def _discard_output(self) -> None:
-        """Close a broken output, dropping whatever it still buffers.
-
-        Otherwise interpreter shutdown retries the flush of ``sys.stdout``,
-        fails again and turns a clean exit into status 120.
-        """
-        with contextlib.suppress(OSError, ValueError):
-            self._output.close()
 
     def notify(self, method: str, params: Any = None) -> None:
         """Send a notification; raises ``ConnectionClosed`` if the peer is gone."""
@@ -406,6 +404,19 @@ class JsonRpcConnection:
                 self._pending.pop(request_id, None)
             raise
         return future
+
+    def withdraw(self, future: Future[Any], reason: str) -> bool:
+        """Take back a request the peer has not answered: tell it with ``$/cancel_request``
+        and fail ``future`` with ``RpcError(REQUEST_CANCELLED, reason)`` now; its late
+        answer is ignored. False if it was answered (or withdrawn) already."""
+        with self._state_lock:
+            request_id = next((i for i, f in self._pending.items() if f is future), None)
+            if request_id is None:
+                return False
+            del self._pending[request_id]
+        self._send_quietly(build_notification(CANCEL_REQUEST, {"requestId": request_id}))
+        _settle(future, error=RpcError(REQUEST_CANCELLED, reason))
+        return True
 
     def respond(self, request_id: RequestId, result: Any) -> bool:
         """Answer the peer's request ``request_id`` with ``result``; True if written.
@@ -457,6 +468,7 @@ class JsonRpcConnection:
                 )
                 return False
             self._awaiting_reply.discard(request_id)
+            self._cancel_hooks.pop(request_id, None)
             return True
 
     def _send_quietly(self, message: Mapping[str, Any]) -> bool:
@@ -502,10 +514,10 @@ class JsonRpcConnection:
     def _read_loop(self) -> None:
         reason = "input closed (EOF)"
         try:
-            for line in self._lines():
+            for line in self._transport.incoming():
                 if self._finished:
                     break
-                if isinstance(line, _OversizedLine):
+                if isinstance(line, SkippedMessage):
                     self._oversized(line)
                     continue
                 try:
@@ -522,21 +534,7 @@ class JsonRpcConnection:
                 # Queued handlers still run and may still answer; no new ones can arrive.
                 self._pool.shutdown(wait=False)
 
-    def _read_chunk(self) -> bytes:
-        """At most one chunk of whatever is available; never waits to fill a buffer."""
-        read1 = getattr(self._input, "read1", None)
-        try:
-            chunk = (
-                read1(_READ_CHUNK_BYTES)
-                if read1 is not None
-                else self._input.read(_READ_CHUNK_BYTES)
-            )
-        except (OSError, ValueError) as exc:
-            logger.warning("%s: input unreadable, treating as EOF: %s", self.name, exc)
-            return b""
-        return bytes(chunk) if chunk else b""
-
-    def _oversized(self, line: _OversizedLine) -> None:
+    def _oversized(self, line: SkippedMessage) -> None:
         """Fail the local request an oversized response answered, or reject the line."""
         future: Future[Any] | None = None
         if line.response_id is not None and line.size is not None:
@@ -560,57 +558,6 @@ class JsonRpcConnection:
             f"{self.max_line_bytes} bytes and was discarded",
             {"maxLineBytes": self.max_line_bytes},
         )
-
-    def _lines(self) -> Iterator[bytes | _OversizedLine]:
-        """Complete lines without their newline, and an ``_OversizedLine`` for each over the limit.
-
-        A line is buffered only while it fits ``max_line_bytes``; past that
-        the buffer is dropped and the rest of the line is skipped as it
-        arrives. A line that cannot be a response is reported at once; one
-        that may be is scanned to its end for the ``id`` it answers.
-        """
-        limit = self.max_line_bytes
-        buffer = bytearray()
-        overflow: _Overflow | None = None
-        while True:
-            chunk = self._read_chunk()
-            if not chunk:
-                if overflow is not None:
-                    yield from _overflow_verdict(overflow)
-                elif buffer:
-                    yield bytes(buffer)  # a last line without a newline still counts
-                return
-            start = 0
-            while True:
-                newline = chunk.find(b"\n", start)
-                end = len(chunk) if newline == -1 else newline
-                if overflow is not None:
-                    overflow.size += end - start
-                    if overflow.scanner is not None:
-                        overflow.scanner.feed(memoryview(chunk)[start:end])
-                        if not overflow.scanner.may_be_response:
-                            overflow.scanner = None
-                            yield _OversizedLine()
-                elif len(buffer) + end - start > limit:
-                    scanner = EnvelopeScanner()
-                    scanner.feed(buffer)
-                    scanner.feed(memoryview(chunk)[start:end])
-                    overflow = _Overflow(size=len(buffer) + end - start, scanner=scanner)
-                    buffer.clear()
-                    if not scanner.may_be_response:
-                        overflow.scanner = None
-                        yield _OversizedLine()
-                else:
-                    buffer += chunk[start:end]
-                if newline == -1:
-                    break
-                if overflow is not None:
-                    yield from _overflow_verdict(overflow)
-                else:
-                    yield bytes(buffer)
-                buffer.clear()
-                overflow = None
-                start = newline + 1
 
     def _handle_line(self, line: bytes) -> None:
         if not line.strip():
@@ -700,6 +647,9 @@ class JsonRpcConnection:
             _settle(future, result=message.get("result"))
 
     def _handle_notification(self, method: str, params: Any) -> None:
+        if method == CANCEL_REQUEST:
+            self._cancel_request(params)
+            return
         handler = self._notification_handlers.get(method)
         if handler is None:
             logger.info("%s: unknown notification %r ignored", self.name, method)
@@ -708,6 +658,22 @@ class JsonRpcConnection:
             handler(params)
         except Exception:
             logger.exception("%s: notification handler for %r failed", self.name, method)
+
+    def _cancel_request(self, params: Any) -> None:
+        """``$/cancel_request``: run the request's hook; unknown or answered ids are ignored
+        (the answer may have crossed the notification on the wire)."""
+        if not isinstance(params, dict) or not _valid_id(params.get("requestId")):
+            logger.warning("%s: $/cancel_request without a valid requestId ignored", self.name)
+            return
+        with self._state_lock:
+            hook = self._cancel_hooks.pop(params["requestId"], None)
+        if hook is None:
+            logger.debug("%s: nothing to cancel for request %r", self.name, params["requestId"])
+            return
+        try:
+            hook()
+        except Exception:
+            logger.exception("%s: cancel hook of request %r failed", self.name, params["requestId"])
 
     def _handle_request(self, method: str, params: Any, request_id: RequestId) -> None:
         with self._state_lock:
@@ -769,12 +735,6 @@ class JsonRpcConnection:
         else:
             logger.error("%s: deferred %r failed: %r", self.name, method, error)
             self.respond_error(request_id, INTERNAL_ERROR, _internal_message(method, error))
-
-
-def _overflow_verdict(overflow: _Overflow) -> Iterator[_OversizedLine]:
-    """At the end of a skipped line: its verdict, unless it was reported already."""
-    if overflow.scanner is not None:
-        yield _OversizedLine(size=overflow.size, response_id=overflow.scanner.response_id())
 
 
 def _internal_message(method: str, exc: BaseException) -> str:

@@ -193,14 +193,22 @@ class WorkerHost:
     # --- SessionArchive, when given the store the workers journal into ---------------------
 
     def load_session(
-        self, session_id: str, sink: FrameSink, *, editor: EditorCapabilities = NO_EDITOR
-    ) -> tuple[dict[str, Any], ...]:
+        self,
+        session_id: str,
+        sink: FrameSink,
+        *,
+        editor: EditorCapabilities = NO_EDITOR,
+        replay: bool = True,
+    ) -> None:
         if self._store is None:
             raise UnknownSession(session_id)
         info = self._store.info(session_id)
         self._place(session_id, info.cwd, sink, editor, "restore")
-        # The worker closed what a crash had left open before it restored the session.
-        return self._store.load(session_id).frames
+        if replay:
+            # The worker closed what a crash had left open before it restored the session,
+            # and no turn can start before this returns, so nothing overtakes these.
+            for frame in self._store.load(session_id).frames:
+                sink.send_update(session_id, frame)
 
     def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None

@@ -1,0 +1,53 @@
+"""How JSON-RPC messages travel: the one interface a :class:`JsonRpcConnection` reads and writes.
+
+The connection owns the protocol (ids, handlers, ordering); a transport owns
+the framing. Newline-delimited JSON on a pair of byte streams (an agent's
+stdio, :class:`LineTransport`) and one message per WebSocket text frame
+(``toolprep serve``) differ only here, so both get the same error replies,
+the same size limit and the same ordering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = ["MessageTransport", "SkippedMessage"]
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedMessage:
+    """A message over the transport's size limit, dropped unread.
+
+    ``size`` and ``response_id`` are known when the transport could follow
+    the message to its end: ``response_id`` names the local request a
+    skipped *response* answered, so that request fails at once instead of
+    waiting for a reply that will never be read.
+    """
+
+    size: int | None = None
+    response_id: int | None = None
+
+
+class MessageTransport(Protocol):
+    """Framing for one peer. ``incoming`` is iterated by the connection's reader thread
+    only; ``write`` is called under the connection's write lock, one message at a time."""
+
+    max_message_bytes: int
+
+    def incoming(self) -> Iterator[bytes | SkippedMessage]:
+        """Each message's bytes in arrival order; ends when the peer is gone."""
+        ...
+
+    def encode(self, message: Mapping[str, Any]) -> bytes:
+        """The message as this transport writes it; ``TypeError`` if not serialisable."""
+        ...
+
+    def write(self, data: bytes) -> None:
+        """Send one encoded message; ``OSError`` or ``ValueError`` once the peer is gone."""
+        ...
+
+    def close_output(self) -> None:
+        """Stop sending (the peer sees the end); must not raise."""
+        ...
