@@ -63,6 +63,9 @@ from toolprep.runtime.tools.registry import ToolRegistry, default_registry
 
 logger = logging.getLogger(__name__)
 
+JOURNAL_WAIT_S = 5.0
+"""How long reading the store, releasing a session or shutting down waits for the journal."""
+
 
 @dataclass(frozen=True, slots=True)
 class RuntimeConfig:
@@ -99,7 +102,8 @@ class Runtime:
         self.scheduler = Scheduler()
         self.directory = self._make_directory()
         self.tracker_state = TrackerState()
-        self.emitter_state = EmitterState(journal=StoreJournal(store) if store else None)
+        self.journal = StoreJournal(store) if store else None
+        self.emitter_state = EmitterState(journal=self.journal)
         self.executor_state = ExecutorState()
         self.reader_state = ReaderState()
         self.supervisor_state = SupervisorState()
@@ -204,6 +208,8 @@ class Runtime:
         with self._lock:
             if session_id in self._sessions:
                 raise ValueError(f"a session with this id is already open: {session_id}")
+        # First: a card's queued terminal update must land before close_open_cards discards it.
+        self._wait_for_journal(f"restoring {session_id}")
         self.store.claim(session_id)  # refused while another live process serves it
         self.store.close_open_cards(session_id)  # what a crash of its last process left open
         stored = self.store.load(session_id)
@@ -230,7 +236,25 @@ class Runtime:
     ) -> tuple[list[SessionInfo], str | None]:
         if self.store is None:
             return [], None
+        self._wait_for_journal("listing sessions")
         return self.store.list_sessions(cwd, cursor)
+
+    def flush_journal(self, timeout: float = JOURNAL_WAIT_S) -> bool:
+        """Wait until the frames and histories recorded so far are in the store.
+
+        True once they are (and at once without a store); False if ``timeout``
+        passed first. A running turn's frames since its last finished card
+        are held until that card or the turn ends, so they are not waited for.
+        """
+        return self.journal is None or self.journal.flush(timeout)
+
+    def _wait_for_journal(self, doing: str) -> None:
+        if not self.flush_journal():
+            logger.warning(
+                "%s before the journal's last writes: the store did not take them within %.0f s",
+                doing,
+                JOURNAL_WAIT_S,
+            )
 
     def delete_session(self, session_id: str) -> None:
         if self.has_session(session_id):
@@ -353,6 +377,8 @@ class Runtime:
         self.directory.tell(SUPERVISOR, CloseSession(session_id))
         self._requests.settle_session(session_id)
         if self.store is not None:
+            # Another process may open it once released: what it recorded is written first.
+            self._wait_for_journal(f"releasing {session_id}")
             try:
                 self.store.release(session_id)
             except StoreError as exc:
@@ -395,6 +421,11 @@ class Runtime:
             groups.stop(wait=True)
         self.reader_state.stop_loop([route.provider for route in self.routes])
         self.directory.stop_all()
+        if self.journal is not None and not self.journal.close(JOURNAL_WAIT_S):
+            logger.error(
+                "the session store did not take the journal's last writes within %.0f s",
+                JOURNAL_WAIT_S,
+            )
         self.scheduler.stop()
         pool = self.executor_state.pool
         if pool is not None:

@@ -1,18 +1,32 @@
 """A runtime with a store: every turn's frames and history land in SQLite, and a new
-runtime (a later process) restores the session and goes on with the same history."""
+runtime (a later process) restores the session and goes on with the same history.
+
+The journal writes on a thread of its own: a locked or failing database costs the
+record, never the emitter's time, and what was handed over is written by ``flush``
+and ``close``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import RecordingSink, check_cards, harness, lifecycle
+from toolprep.messages import frames as fr
+from toolprep.messages.content import Content, TextPart
 from toolprep.runtime.session_host import UnknownSession
 from toolprep.runtime.store import SessionStore
+from toolprep.runtime.store.journal import MAX_PENDING, THREAD_NAME, StoreJournal
 
 KIND = "anthropic"
 WEATHER = ("call_paris", "get_weather", {"city": "Paris"})
@@ -79,3 +93,214 @@ def test_a_failing_store_costs_the_record_not_the_session(tmp_path: Path) -> Non
             store.close()  # every later write fails
             assert h.turn(session_id, sink).stop_reason == "end_turn"
         assert "Two." in json.dumps(sink.frames())
+
+
+# --- the journal alone, on a real database -------------------------------------------------
+
+LONG_BUSY_S = 30.0  # longer than any bound below: a write waits for the lock, never fails
+RETURNS_WITHIN_S = 1.0
+
+
+def card(call_id: str) -> list[dict[str, Any]]:
+    """A card from preparing to completed: its last frame hands the batch to the writer."""
+    return [
+        fr.preparing(call_id, "read_file", "read"),
+        fr.tool_result(call_id, "read_file", ok=True, content=[], raw_output=None),
+    ]
+
+
+def turn(n: int) -> tuple[list[dict[str, Any]], tuple[Content, ...]]:
+    """Turn ``n``'s frames, and the history it leaves: one question per turn so far."""
+    frames = [*card(f"call_{n}"), fr.agent_message_chunk(f"answer {n}")]
+    return frames, tuple(Content("user", (TextPart(f"question {i}"),)) for i in range(n + 1))
+
+
+def questions(n: int) -> list[tuple[TextPart, ...]]:
+    return [(TextPart(f"question {i}"),) for i in range(n)]
+
+
+@contextlib.contextmanager
+def journal_on(
+    tmp_path: Path,
+    *sessions: str,
+    busy_timeout: float = LONG_BUSY_S,
+    max_pending: int = MAX_PENDING,
+) -> Iterator[tuple[StoreJournal, SessionStore, Path]]:
+    db = tmp_path / "journal.db"
+    with SessionStore(db, busy_timeout=busy_timeout) as store:
+        for session_id in sessions:
+            store.create(session_id, str(tmp_path))
+        journal = StoreJournal(store, max_pending=max_pending)
+        try:
+            yield journal, store, db
+        finally:
+            assert journal.close(timeout=LONG_BUSY_S)
+
+
+@contextlib.contextmanager
+def write_locked(db: Path) -> Iterator[None]:
+    """Another connection holds the database's write lock."""
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as other:
+        other.execute("BEGIN EXCLUSIVE")
+        try:
+            yield
+        finally:
+            other.execute("ROLLBACK")
+
+
+def record_turn(journal: StoreJournal, session_id: str, n: int) -> list[dict[str, Any]]:
+    frames, history = turn(n)
+    for frame in frames:
+        journal.record(session_id, frame)
+    journal.turn_ended(session_id, history)
+    return frames
+
+
+def test_frames_and_histories_land_in_order_per_session(tmp_path: Path) -> None:
+    with journal_on(tmp_path, "sess_a", "sess_b") as (journal, store, _db):
+        sent: dict[str, list[dict[str, Any]]] = {"sess_a": [], "sess_b": []}
+        for n in range(20):
+            for session_id in sent:
+                sent[session_id] += record_turn(journal, session_id, n)
+        assert journal.flush(timeout=LONG_BUSY_S)
+        for session_id, frames in sent.items():
+            stored = store.load(session_id)
+            assert list(stored.frames) == frames
+            assert [c.parts for c in stored.history] == questions(20)
+            assert stored.info.title == "question 0"  # titled by the first turn's history
+
+
+def journal_threads(before: set[threading.Thread]) -> int:
+    return sum(t.name == THREAD_NAME for t in set(threading.enumerate()) - before)
+
+
+def test_the_writer_thread_exists_from_the_start_and_close_ends_it(tmp_path: Path) -> None:
+    before = set(threading.enumerate())
+    with journal_on(tmp_path) as (journal, _store, _db):
+        assert journal_threads(before) == 1
+        assert journal.close(timeout=LONG_BUSY_S)
+        assert journal.close(timeout=0)  # idempotent
+        assert journal_threads(before) == 0
+
+
+def test_a_locked_database_does_not_hold_back_record_or_turn_ended(tmp_path: Path) -> None:
+    with journal_on(tmp_path, "sess_a") as (journal, store, db):
+        with write_locked(db):
+            started = time.monotonic()
+            sent = [f for n in range(5) for f in record_turn(journal, "sess_a", n)]
+            assert time.monotonic() - started < RETURNS_WITHIN_S
+            assert not journal.flush(timeout=0.1)  # the writer waits for the lock
+        assert journal.flush(timeout=LONG_BUSY_S)
+        assert list(store.load("sess_a").frames) == sent
+
+
+def test_a_write_that_gives_up_on_the_lock_is_logged_and_later_ones_land(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with journal_on(tmp_path, "sess_a", busy_timeout=0.05) as (journal, store, db):
+        with write_locked(db):
+            started = time.monotonic()
+            record_turn(journal, "sess_a", 0)
+            assert time.monotonic() - started < RETURNS_WITHIN_S
+            with caplog.at_level(logging.ERROR):
+                assert journal.flush(timeout=LONG_BUSY_S)  # failed writes count as done
+        lost = [r.getMessage() for r in caplog.records]
+        assert any("frames of sess_a were not saved" in m and "locked" in m for m in lost)
+        assert any("the history of sess_a was not saved" in m for m in lost)
+        later = record_turn(journal, "sess_a", 1)
+        assert journal.flush(timeout=LONG_BUSY_S)
+        stored = store.load("sess_a")
+        assert list(stored.frames) == later
+        assert [c.parts for c in stored.history] == questions(2)  # the lost save repaired
+
+
+def test_close_writes_what_was_handed_over_then_refuses_more(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with journal_on(tmp_path, "sess_a") as (journal, store, db):
+        with write_locked(db):
+            sent = [f for n in range(10) for f in record_turn(journal, "sess_a", n)]
+            assert not journal.close(timeout=0.1)  # still waiting for the lock
+        assert journal.close(timeout=LONG_BUSY_S)
+        assert list(store.load("sess_a").frames) == sent
+        with caplog.at_level(logging.ERROR):
+            record_turn(journal, "sess_a", 10)  # neither raises nor writes
+        assert journal.flush(timeout=0)
+        assert list(store.load("sess_a").frames) == sent
+        assert any("the journal is closed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_failing_write_does_not_stop_the_writer(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with journal_on(tmp_path, "sess_a") as (journal, store, _db):
+        real_append = store.append_frames
+        broken = True
+
+        def append_while_broken(session_id: str, frames: Any) -> None:
+            if broken:
+                raise RuntimeError("a bug in the store")
+            real_append(session_id, frames)
+
+        monkeypatch.setattr(store, "append_frames", append_while_broken)
+        with caplog.at_level(logging.ERROR):
+            record_turn(journal, "sess_a", 0)
+            record_turn(journal, "sess_nope", 0)  # never created: a StoreError
+            assert journal.flush(timeout=LONG_BUSY_S)
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("frames of sess_a were not saved" in m for m in messages)
+        assert any("the history of sess_nope was not saved" in m for m in messages)
+        broken = False
+        later = record_turn(journal, "sess_a", 1)
+        assert journal.flush(timeout=LONG_BUSY_S)
+        assert list(store.load("sess_a").frames) == later
+
+
+def test_a_writer_far_behind_drops_new_batches_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with journal_on(tmp_path, "sess_a", max_pending=2) as (journal, store, db):
+        with caplog.at_level(logging.ERROR), write_locked(db):
+            kept = card("call_0")  # two batches: the card's opening, then the rest
+            for frame in kept:
+                journal.record("sess_a", frame)
+            started = time.monotonic()
+            for n in range(1, 10):
+                for frame in card(f"call_{n}"):
+                    journal.record("sess_a", frame)
+            assert time.monotonic() - started < RETURNS_WITHIN_S
+            assert journal.dropped_frames == 9 * len(kept)
+        assert journal.flush(timeout=LONG_BUSY_S)
+        messages = [r.getMessage() for r in caplog.records]
+        assert sum("batches behind" in m for m in messages) == 1  # once, not per batch
+        lost = f"{9 * len(kept)} frames and 0 histories of 1 sessions"
+        assert any(lost in m for m in messages)
+        assert list(store.load("sess_a").frames) == kept
+        # Caught up: nothing is dropped any more (one batch at a time, under the bound of 2).
+        later, history = turn(10)
+        for frame in later:
+            journal.record("sess_a", frame)
+            assert journal.flush(timeout=LONG_BUSY_S)
+        journal.turn_ended("sess_a", history)
+        assert journal.flush(timeout=LONG_BUSY_S)
+        assert list(store.load("sess_a").frames) == kept + later
+        assert journal.dropped_frames == 9 * len(kept)
+
+
+def test_a_runtime_flushes_its_journal_on_request_and_drains_it_at_shutdown(
+    tmp_path: Path,
+) -> None:
+    before = set(threading.enumerate())
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.text_turn(KIND, "One.")))
+        with harness(KIND, tmp_path) as h:
+            assert h.runtime.flush_journal(timeout=0)  # no store, nothing to wait for
+        with SessionStore(tmp_path / "s.db") as store:
+            with harness(KIND, tmp_path, store=store, server=server) as h:
+                assert journal_threads(before) == 1
+                session_id, sink = h.session()
+                assert h.turn(session_id, sink).stop_reason == "end_turn"
+                assert h.runtime.flush_journal()
+                sent = [f for f in sink.frames() if f.get("sessionUpdate") != "__turn_result__"]
+                assert list(store.load(session_id).frames) == sent
+            assert journal_threads(before) == 0
