@@ -573,6 +573,7 @@ def cli_agent_command(provider: str, base_url: str, extra_args: Sequence[str] = 
         "bench",
         "--max-retries",
         "0",
+        "--no-persist",  # the store's own cost is measured by benchmarks/store.py
         *extra_args,
     ]
 

@@ -168,7 +168,8 @@ def run(lines: int, copies: int, interval_ms: float, idle_s: float) -> dict[str,
         _tree(cwd, lines, copies)
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         env["ANTHROPIC_API_KEY"] = "bench-key"
-        command = [sys.executable, "-m", "toolprep.runtime.cli", "acp", "--provider"]
+        command = [sys.executable, "-m", "toolprep.runtime.cli", "acp", "--no-persist"]
+        command += ["--provider"]
         command += ["anthropic", "--base-url", server.base_url]
         process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=h.REPO

@@ -8,6 +8,7 @@ JSON), so a session behaves alike whichever process serves it.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -62,6 +63,12 @@ def check_options(options: Mapping[str, Any]) -> None:
         from toolprep.runtime.providers.replay import ReplayProvider
 
         ReplayProvider.from_script(settings.replay_file)  # the script must exist and parse
+
+
+def default_data_dir() -> Path:
+    """Where sessions are kept unless told otherwise: the XDG data directory."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "toolprep"
 
 
 def store_path(options: Mapping[str, Any]) -> Path | None:

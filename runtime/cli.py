@@ -1,4 +1,5 @@
-"""``toolprep`` command line: ``toolprep acp`` (the agent) and ``toolprep demo``."""
+"""``toolprep`` command line: ``toolprep acp`` (the agent on stdio), ``toolprep serve`` (the
+daemon) and ``toolprep demo``."""
 
 from __future__ import annotations
 
@@ -9,15 +10,20 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import NamedTuple
 
+from toolprep.runtime.assembly import configure_logging
+from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
 from toolprep.runtime.gc_tuning import tune_gc_for_daemon
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
+from toolprep.runtime.session_host import SessionArchive, SessionHost, SessionHostError
 from toolprep.runtime.stop_signals import StopSignals
+from toolprep.runtime.store import StoreError
 
 
-def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    acp = sub.add_parser("acp", help="run the ACP agent on stdio (what an editor launches)")
+def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
+    """The options that shape the runtime, alike for ``acp`` and ``serve``."""
     acp.add_argument(
         "--provider",
         choices=("anthropic", "openai", "replay"),
@@ -69,6 +75,7 @@ def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     acp.add_argument(
         "--max-line-bytes",
+        "--max-message-bytes",
         type=int,
         default=8 * 1024 * 1024,
         help="largest accepted JSON-RPC message (default 8 MiB)",
@@ -87,12 +94,19 @@ def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "TOOLPREP_SCRUB_ENV=A,B); provider keys and *_API_KEY are always kept out",
     )
     acp.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
-    acp.add_argument(
+    persistence = acp.add_mutually_exclusive_group()
+    persistence.add_argument(
         "--data-dir",
         default=None,
         metavar="DIR",
         help="keep sessions (history and the frames sent) in DIR/sessions.db, so that "
-        "session/load and session/list work across restarts (default: in memory only)",
+        "session/load and session/list work across restarts (default: "
+        "$XDG_DATA_HOME/toolprep, else ~/.local/share/toolprep)",
+    )
+    persistence.add_argument(
+        "--no-persist",
+        action="store_true",
+        help="keep sessions in memory only: nothing is written, nothing can be loaded later",
     )
     acp.add_argument(
         "--workers",
@@ -101,6 +115,43 @@ def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="N",
         help="spread sessions over N worker processes, each a whole runtime (default: one "
         "per core when there is more than one; 1 keeps every session in this process)",
+    )
+
+
+def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    acp = sub.add_parser("acp", help="run the ACP agent on stdio (what an editor launches)")
+    _runtime_arguments(acp)
+
+
+def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(
+        "serve", help="run a daemon serving ACP over WebSocket; its sessions outlive connections"
+    )
+    _runtime_arguments(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument(
+        "--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)"
+    )
+    serve.add_argument(
+        "--token",
+        default=None,
+        help="require 'Authorization: Bearer TOKEN' (default: $TOOLPREP_TOKEN; required "
+        "for a non-loopback --host)",
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="open sessions at most (default: no limit)",
+    )
+    serve.add_argument(
+        "--disconnect-grace",
+        type=float,
+        default=DEFAULT_GRACE_S,
+        metavar="SECONDS",
+        help="how long a session's running turn goes on with no client attached before it "
+        f"is cancelled, and an idle one stays open (default {DEFAULT_GRACE_S:g})",
     )
 
 
@@ -114,11 +165,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolprep", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     _acp_parser(sub)
+    _serve_parser(sub)
     _demo_parser(sub)
     return parser
 
 
 _EXIT_BUDGET_S = 5.0
+_STOP_POLL_S = 0.1
+_START_ERRORS = (ValueError, OSError, SessionHostError, StoreError)
 
 
 def run_acp(args: argparse.Namespace) -> int:
@@ -135,60 +189,125 @@ def run_acp(args: argparse.Namespace) -> int:
         stop.restore()
 
 
-def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
-    from toolprep.runtime.acp.agent import AcpAgent
-    from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+class _Hosted(NamedTuple):
+    host: SessionHost
+    archive: SessionArchive | None
+
+
+def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
+    """The sessions' host from the runtime options: this process, or ``--workers`` processes.
+
+    Raises ``ValueError``, ``OSError``, ``SessionHostError`` or ``StoreError``
+    for options it cannot be built from.
+    """
     from toolprep.runtime.assembly import (
         RUNTIME_OPTIONS,
         check_options,
-        configure_logging,
+        default_data_dir,
         runtime_from_options,
         store_path,
     )
-    from toolprep.runtime.session_host import SessionArchive, SessionHost, SessionHostError
-    from toolprep.runtime.store import SessionStore, StoreError
+    from toolprep.runtime.store import SessionStore
     from toolprep.runtime.workers import WorkerHost, WorkerSpec, default_worker_count
 
-    configure_logging(args.log_level)
+    if not args.no_persist and args.data_dir is None:
+        args.data_dir = str(default_data_dir())
     options = {name: getattr(args, name) for name in RUNTIME_OPTIONS}
     workers = default_worker_count() if args.workers is None else args.workers
-    host: SessionHost
-    archive: SessionArchive | None = None
-    try:
-        if workers < 1:
-            raise ValueError(f"--workers must be >= 1, got {workers}")
-        check_options(options)
-        path = store_path(options)
-        front_store = SessionStore(path) if path is not None else None
+    if workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    check_options(options)
+    path = store_path(options)
+    front_store = SessionStore(path) if path is not None else None
+    if front_store is not None:
+        # Before any session runs: what a killed predecessor left open gets its discard.
+        front_store.close_open_cards()
+    if workers == 1:
         if front_store is not None:
-            # Before any session runs: what a killed predecessor left open gets its discard.
-            front_store.close_open_cards()
-        # stdout carries only protocol messages: anything printed by accident goes to stderr.
-        protocol_out = sys.stdout.buffer
-        sys.stdout = sys.stderr
-        if workers == 1:
-            if front_store is not None:
-                front_store.close()
-            runtime = runtime_from_options(options)
-            stop.on_force = runtime.kill_tool_processes_now
-            host = runtime
-            archive = runtime if runtime.store is not None else None
-        else:
-            spec = WorkerSpec("toolprep.runtime.assembly:runtime_from_options", options)
-            worker_host = WorkerHost(spec, workers, store=front_store)
-            stop.on_force = worker_host.kill_tool_processes_now
-            host = worker_host
-            archive = worker_host if front_store is not None else None
-    except (ValueError, OSError, SessionHostError, StoreError) as exc:
+            front_store.close()
+        runtime = runtime_from_options(options)
+        stop.on_force = runtime.kill_tool_processes_now
+        return _Hosted(runtime, runtime if runtime.store is not None else None)
+    spec = WorkerSpec("toolprep.runtime.assembly:runtime_from_options", options)
+    worker_host = WorkerHost(spec, workers, store=front_store)
+    stop.on_force = worker_host.kill_tool_processes_now
+    return _Hosted(worker_host, worker_host if front_store is not None else None)
+
+
+def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
+    from toolprep.runtime.acp.agent import AcpAgent
+    from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+
+    configure_logging(args.log_level)
+    # stdout carries only protocol messages: anything printed by accident goes to stderr.
+    protocol_out = sys.stdout.buffer
+    sys.stdout = sys.stderr
+    try:
+        hosted = _build_host(args, stop)
+    except _START_ERRORS as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
     # Unbuffered: the reader thread may still be blocked reading when the process exits,
     # and a buffered stream's lock held by it would abort interpreter shutdown.
     protocol_in = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
     connection = JsonRpcConnection(protocol_in, protocol_out, max_line_bytes=args.max_line_bytes)
-    agent = AcpAgent(host, connection, archive)
+    agent = AcpAgent(hosted.host, connection, hosted.archive)
     tune_gc_for_daemon()
     agent.serve(lambda: stop.requested)
+    return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve ACP over WebSocket until SIGTERM/SIGINT; then every running turn is cancelled
+    (clients see the discards and their prompts answered) before the sockets close."""
+    stop = StopSignals()
+    stop.install()
+    try:
+        return _exit_within(_serve_daemon(args, stop), _EXIT_BUDGET_S)
+    finally:
+        stop.restore()
+
+
+def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
+    from toolprep.runtime.daemon.server import AcpServer
+    from toolprep.runtime.daemon.session_pool import SessionPool
+
+    configure_logging(args.log_level)
+    token = args.token or os.environ.get("TOOLPREP_TOKEN") or None
+    try:
+        if args.max_sessions is not None and args.max_sessions < 1:
+            raise ValueError(f"--max-sessions must be >= 1, got {args.max_sessions}")
+        hosted = _build_host(args, stop)
+    except _START_ERRORS as exc:
+        print(f"toolprep: {exc}", file=sys.stderr)
+        return 2
+    pool = SessionPool(
+        hosted.host,
+        hosted.archive,
+        max_sessions=args.max_sessions,
+        grace_s=args.disconnect_grace,
+    )
+    try:
+        server = AcpServer(
+            pool,
+            host=args.host,
+            port=args.port,
+            token=token,
+            max_message_bytes=args.max_line_bytes,
+        )
+    except (ValueError, OSError) as exc:
+        pool.shutdown()
+        print(f"toolprep: {exc}", file=sys.stderr)
+        return 2
+    listener = threading.Thread(target=server.serve_forever, name="toolprep-listener", daemon=True)
+    listener.start()
+    print(f"toolprep: serving ACP on {server.url}", file=sys.stderr, flush=True)
+    tune_gc_for_daemon()
+    while not stop.requested:
+        time.sleep(_STOP_POLL_S)
+    logging.getLogger(__name__).info("stop requested: ending the running turns")
+    pool.shutdown()
+    server.shutdown()
     return 0
 
 
@@ -219,6 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "acp":
         return run_acp(args)
+    if args.command == "serve":
+        return run_serve(args)
     from toolprep.runtime.demo import run_demo
 
     return run_demo(json_output=args.json, replay_file=args.replay)

@@ -113,7 +113,8 @@ def run_demo(*, json_output: bool = False, replay_file: str | None = None) -> in
     with tempfile.TemporaryDirectory(prefix="toolprep-demo-") as workdir:
         project = Path(workdir)
         (project / "README.md").write_text(DEMO_README)
-        command = [sys.executable, "-m", "toolprep.runtime.cli", "acp", "--provider", "replay"]
+        command = [sys.executable, "-m", "toolprep.runtime.cli", "acp", "--no-persist"]
+        command += ["--provider", "replay"]
         if replay_file:
             command += ["--replay", replay_file]
         agent = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import faulthandler
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +18,13 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 EXIT_WATCHDOG_S = 120
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Agents the tests start keep sessions by default: never in the user's own data directory."""
+    data_home = Path(tempfile.mkdtemp(prefix="toolprep-test-data-"))
+    os.environ["XDG_DATA_HOME"] = str(data_home)
+    config.add_cleanup(lambda: shutil.rmtree(data_home, ignore_errors=True))
 
 
 @pytest.fixture(autouse=True)

@@ -22,7 +22,8 @@ from tests.support.acp_schema import validate_agent_message
 from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import pid_from
-from tests.support.runtime_harness import check_cards, lifecycle
+from tests.support.runtime_harness import check_cards, lifecycle, message_text
+from toolprep.runtime.store import SessionStore
 
 KIND = "anthropic"
 SESSION_NOT_FOUND = -32002
@@ -158,9 +159,11 @@ def test_a_deleted_session_is_gone_for_good(tmp_path: Path) -> None:
             agent.kill()
 
 
-def test_without_a_data_dir_nothing_is_offered(tmp_path: Path) -> None:
+def test_no_persist_offers_nothing_and_writes_nothing(tmp_path: Path) -> None:
+    data_home = tmp_path / "xdg"
     with FakeProviderServer() as server:
-        command, env = agent_command(KIND, server, "--workers", "1")
+        command, env = agent_command(KIND, server, "--workers", "1", "--no-persist")
+        env["XDG_DATA_HOME"] = str(data_home)
         agent = AgentProcess(command, env, tmp_path, tmp_path / "stderr.log")
         try:
             capabilities = _initialize(agent)
@@ -172,6 +175,28 @@ def test_without_a_data_dir_nothing_is_offered(tmp_path: Path) -> None:
             assert agent.wait_exit() == 0
         finally:
             agent.kill()
+    assert not data_home.exists()
+
+
+def test_sessions_are_kept_in_the_user_data_directory_by_default(tmp_path: Path) -> None:
+    data_home, cwd = tmp_path / "xdg", tmp_path / "work"
+    cwd.mkdir()
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.text_turn(KIND, "Kept by default.")))
+        command, env = agent_command(KIND, server, "--workers", "1")
+        env["XDG_DATA_HOME"] = str(data_home)
+        agent = AgentProcess(command, env, cwd, tmp_path / "stderr.log")
+        try:
+            capabilities = _initialize(agent)
+            assert capabilities["loadSession"] is True
+            session_id = agent.start_session(cwd)
+            assert agent.reply(agent.prompt(session_id, "keep"))["result"]["stopReason"]
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+    with SessionStore(data_home / "toolprep" / "sessions.db") as store:
+        assert message_text(list(store.load(session_id).frames)) == "Kept by default."
 
 
 def test_close_then_resume_goes_on_without_a_replay(tmp_path: Path) -> None:

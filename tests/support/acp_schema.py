@@ -49,6 +49,8 @@ def validate_agent_message(message: dict[str, Any]) -> None:
         validate("ReadTextFileRequest", message["params"])
     elif method == "fs/write_text_file":
         validate("WriteTextFileRequest", message["params"])
+    elif method == "$/cancel_request":
+        validate("CancelRequestNotification", message["params"])
     elif method is not None:
         raise AssertionError(f"agent sent unexpected method {method!r}")
     elif "error" in message:

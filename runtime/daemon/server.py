@@ -1,0 +1,133 @@
+"""``toolprep serve``'s network side: ACP over WebSocket on ``/acp``.
+
+Each WebSocket connection gets the same ACP agent ``toolprep acp`` runs on
+stdio, over a ``WebSocketTransport`` (one JSON-RPC message per text frame),
+talking to the daemon's ``SessionPool`` through its own ``PoolClient``; so
+every protocol behaviour, error reply and size limit is the stdio one.
+
+The socket side is the ``websockets`` library's threaded server: toolprep
+is built on threads (actors, one stream loop), the library does the
+handshake, framing, pings and limits, and the ACP SDK's ASGI transport
+creates an agent per connection, which is exactly what sessions owned by the
+daemon must not depend on.
+
+Security model: loopback by default; with a token (required for any other
+address) a client must send ``Authorization: Bearer <token>``, and anything
+else gets ``401`` before the WebSocket is opened. A client that sends a
+message over the limit is disconnected with close code 1009; one that stops
+reading is disconnected once its queue is full; neither touches the
+sessions, which other clients (or the same one, reconnected) go on using.
+"""
+
+from __future__ import annotations
+
+import hmac
+import http
+import ipaddress
+import itertools
+import logging
+import threading
+from typing import Final
+
+from websockets.http11 import Request, Response
+from websockets.sync.server import Server, ServerConnection, serve
+
+from toolprep.runtime.acp.agent import AcpAgent
+from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
+from toolprep.runtime.acp.websocket_transport import WebSocketTransport
+from toolprep.runtime.daemon.session_pool import SessionPool
+
+__all__ = ["ACP_PATH", "AcpServer", "is_loopback"]
+
+logger = logging.getLogger(__name__)
+
+ACP_PATH: Final = "/acp"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class AcpServer:
+    """Listens from construction on; ``serve_forever`` serves until ``shutdown``."""
+
+    def __init__(
+        self,
+        pool: SessionPool,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        max_message_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        if token is None and not is_loopback(host):
+            raise ValueError(
+                f"refusing to serve on {host} without a token: a non-loopback address "
+                "needs --token or TOOLPREP_TOKEN"
+            )
+        self.pool = pool
+        self._token = token
+        self._max_message_bytes = max_message_bytes
+        self._ids = itertools.count(1)
+        self._connections = 0
+        self._lock = threading.Lock()
+        self._server: Server = serve(
+            self._serve_connection,
+            host,
+            port,
+            process_request=self._check_request,
+            max_size=max_message_bytes,
+            compression=None,
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.socket.getsockname()[:2]
+        return f"ws://{host}:{port}{ACP_PATH}"
+
+    @property
+    def connections(self) -> int:
+        with self._lock:
+            return self._connections
+
+    def serve_forever(self) -> None:
+        self._server.serve_forever()
+
+    def shutdown(self) -> None:
+        """Stop accepting, close every connection (1001) and wait for their handlers."""
+        self._server.shutdown()
+
+    def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        if request.path.split("?", 1)[0] != ACP_PATH:
+            return connection.respond(http.HTTPStatus.NOT_FOUND, f"ACP is served on {ACP_PATH}\n")
+        if self._token is None:
+            return None
+        expected = f"Bearer {self._token}".encode()
+        given = request.headers.get("Authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            return connection.respond(http.HTTPStatus.UNAUTHORIZED, "missing or wrong token\n")
+        return None
+
+    def _serve_connection(self, socket: ServerConnection) -> None:
+        name = f"ws-{next(self._ids)}"
+        transport = WebSocketTransport(socket, self._max_message_bytes)
+        connection = JsonRpcConnection.over(transport, name=name)
+        client = self.pool.client()
+        AcpAgent(client, connection, archive=client)
+        with self._lock:
+            self._connections += 1
+        logger.info("%s: connected from %s", name, socket.remote_address)
+        try:
+            connection.start()
+            connection.wait_closed()
+        finally:
+            client.shutdown()  # detaches; the sessions go on
+            connection.close()
+            with self._lock:
+                self._connections -= 1
+            logger.info("%s: disconnected", name)

@@ -1,0 +1,334 @@
+"""Sessions owned by the daemon rather than by the connection that opened them.
+
+A ``SessionPool`` wraps the daemon's ``SessionHost`` (the in-process
+runtime, or the worker processes) and its ``SessionArchive`` (the store).
+Each connection talks to it through its own ``PoolClient``, which *is* a
+host and an archive to that connection's ACP agent, so the agent is the
+same one ``toolprep acp`` runs on stdio. What changes is ownership:
+
+- opening or loading a session attaches the connection to it; any number
+  may be attached, and one that loads a session that is running joins it
+  mid-turn (everything so far is replayed to it first);
+- a connection that goes away only detaches: the session and its running
+  turn go on. When the last one has been gone for ``grace_s`` the running
+  turn is cancelled, as stdin EOF cancels it for ``toolprep acp``, and an
+  idle session with a store behind it is closed in the host (its history
+  and frames stay stored; loading it brings it back), which bounds memory;
+- ``max_sessions`` bounds the sessions open at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+
+from toolprep.messages.content import Part
+from toolprep.messages.permissions import PermissionOutcome
+from toolprep.messages.turns import TurnResult
+from toolprep.runtime.daemon.shared_session import ClientConnection, SharedSession
+from toolprep.runtime.session_host import (
+    NO_EDITOR,
+    EditorAnswer,
+    EditorCapabilities,
+    FrameSink,
+    SessionArchive,
+    SessionHost,
+    SessionInfo,
+    SessionLimitReached,
+    UnknownSession,
+)
+
+__all__ = ["DEFAULT_GRACE_S", "PoolClient", "SessionPool"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_GRACE_S = 30.0
+
+
+class SessionPool:
+    def __init__(
+        self,
+        host: SessionHost,
+        archive: SessionArchive | None = None,
+        *,
+        max_sessions: int | None = None,
+        grace_s: float = DEFAULT_GRACE_S,
+    ) -> None:
+        if max_sessions is not None and max_sessions < 1:
+            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
+        self.host = host
+        self.archive = archive
+        self.max_sessions = max_sessions
+        self.grace_s = grace_s
+        self._lock = threading.Lock()
+        self._sessions: dict[str, SharedSession] = {}
+        self._timers: dict[str, threading.Timer] = {}
+        self._closed = False
+
+    def client(self) -> PoolClient:
+        """The host and archive one connection's agent talks to."""
+        return PoolClient(self)
+
+    @property
+    def open_sessions(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        with self._lock:
+            self._closed = True
+            timers = list(self._timers.values())
+            self._timers.clear()
+        for timer in timers:
+            timer.cancel()
+        self.host.shutdown(timeout)
+
+    # --- what PoolClient calls ------------------------------------------------------------
+
+    def open(
+        self,
+        client: ClientConnection,
+        cwd: str | Path,
+        session_id: str | None,
+        editor: EditorCapabilities,
+    ) -> str:
+        shared = self._reserve(session_id, str(cwd))
+        try:
+            opened = self.host.open_session(cwd, shared, shared.session_id, editor=editor)
+        except BaseException:
+            self._forget(shared.session_id)
+            raise
+        shared.attach(client, replay=False)
+        return opened
+
+    def load(
+        self, client: ClientConnection, session_id: str, editor: EditorCapabilities, replay: bool
+    ) -> None:
+        with self._lock:
+            live = self._sessions.get(session_id)
+        if live is not None:
+            self._cancel_timer(session_id)
+            live.attach(client, replay=replay)
+            return
+        if self.archive is None:
+            raise UnknownSession(session_id)
+        shared = self._reserve(session_id, "")
+        try:
+            # Replayed into the shared session, which keeps the frames for whoever attaches.
+            self.archive.load_session(session_id, shared, editor=editor, replay=True)
+        except BaseException:
+            self._forget(session_id)
+            raise
+        shared.attach(client, replay=replay)
+
+    def session(self, session_id: str) -> SharedSession:
+        with self._lock:
+            shared = self._sessions.get(session_id)
+        if shared is None:
+            raise UnknownSession(session_id)
+        return shared
+
+    def prompt(
+        self, client: ClientConnection, session_id: str, parts: Sequence[Part]
+    ) -> Future[TurnResult]:
+        shared = self.session(session_id)
+        shared.turn_started(client)
+        try:
+            reply = self.host.prompt(session_id, parts)
+        except BaseException:
+            shared.turn_ended()
+            raise
+
+        def ended(_: Future[TurnResult]) -> None:
+            shared.turn_ended()
+            if shared.attached == 0:
+                self._start_timer(session_id)
+
+        reply.add_done_callback(ended)
+        return reply
+
+    def close(self, session_id: str) -> None:
+        self._cancel_timer(session_id)
+        try:
+            self.host.close_session(session_id)
+        finally:
+            self._forget(session_id)
+
+    def delete(self, session_id: str) -> None:
+        with self._lock:
+            live = session_id in self._sessions
+        if self.archive is None:
+            if not live:
+                raise UnknownSession(session_id)
+            self.close(session_id)
+            return
+        self._cancel_timer(session_id)
+        try:
+            self.archive.delete_session(session_id)  # closes it in the host too
+        finally:
+            self._forget(session_id)
+
+    def list(self, cwd: str | None, cursor: str | None) -> tuple[list[SessionInfo], str | None]:
+        if self.archive is not None:
+            return self.archive.list_sessions(cwd, cursor)
+        if cursor is not None:
+            raise ValueError(f"unknown cursor: {cursor!r}")
+        with self._lock:
+            live = list(self._sessions.values())
+        infos = [
+            SessionInfo(s.session_id, s.cwd, None, None, s.created_at, s.updated_at)
+            for s in live
+            if cwd is None or s.cwd == cwd
+        ]
+        infos.sort(key=lambda info: info.updated_at, reverse=True)
+        return infos, None
+
+    def detach(self, client: ClientConnection, session_ids: Sequence[str]) -> None:
+        for session_id in session_ids:
+            with self._lock:
+                shared = self._sessions.get(session_id)
+            if shared is not None and shared.detach(client):
+                self._start_timer(session_id)
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _reserve(self, session_id: str | None, cwd: str) -> SharedSession:
+        if session_id is None:
+            raise ValueError("a session id is required")
+        with self._lock:
+            if session_id in self._sessions:
+                raise ValueError(f"a session with this id is already open: {session_id}")
+            if self.max_sessions is not None and len(self._sessions) >= self.max_sessions:
+                raise SessionLimitReached(self.max_sessions)
+            shared = SharedSession(session_id, self.host, cwd)
+            self._sessions[session_id] = shared
+        return shared
+
+    def _forget(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    def _start_timer(self, session_id: str) -> None:
+        with self._lock:
+            if self._closed or session_id in self._timers:
+                return
+            timer = threading.Timer(self.grace_s, self._unattended, args=(session_id,))
+            timer.daemon = True
+            self._timers[session_id] = timer
+        timer.start()
+
+    def _cancel_timer(self, session_id: str) -> None:
+        with self._lock:
+            timer = self._timers.pop(session_id, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _unattended(self, session_id: str) -> None:
+        """Nobody came back within the grace period."""
+        with self._lock:
+            self._timers.pop(session_id, None)
+            shared = self._sessions.get(session_id)
+        if shared is None or shared.attached:
+            return
+        try:
+            if shared.running:
+                logger.info("no client came back to %s: cancelling its turn", session_id)
+                self.host.cancel(session_id)  # the turn's end starts the next grace period
+            elif self.archive is not None:
+                logger.info("no client came back to %s: closing it (it stays stored)", session_id)
+                self.close(session_id)
+        except UnknownSession:
+            self._forget(session_id)
+
+
+class PoolClient:
+    """One connection's view of the pool: a ``SessionHost`` and ``SessionArchive`` for its agent.
+
+    The agent passes its ``ConnectionSink`` as every ``sink``; that is the
+    connection this view attaches. ``shutdown`` (the connection ended)
+    detaches it from every session it joined; the sessions go on.
+    """
+
+    def __init__(self, pool: SessionPool) -> None:
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._client: ClientConnection | None = None
+        self._joined: set[str] = set()
+
+    def _bind(self, sink: FrameSink, session_id: str) -> ClientConnection:
+        if not isinstance(sink, ClientConnection):
+            raise TypeError(f"a daemon session needs a client connection as its sink, not {sink!r}")
+        client = sink
+        with self._lock:
+            if self._client is None:
+                self._client = client
+            self._joined.add(session_id)
+            return self._client
+
+    def _bound(self) -> ClientConnection:
+        with self._lock:
+            if self._client is None:
+                raise RuntimeError("this connection has opened no session")
+            return self._client
+
+    # --- SessionHost ----------------------------------------------------------------------
+
+    def open_session(
+        self,
+        cwd: str | Path,
+        sink: FrameSink,
+        session_id: str | None = None,
+        *,
+        editor: EditorCapabilities = NO_EDITOR,
+    ) -> str:
+        client = self._bind(sink, session_id or "")
+        return self._pool.open(client, cwd, session_id, editor)
+
+    def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
+        return self._pool.prompt(self._bound(), session_id, parts)
+
+    def cancel(self, session_id: str) -> None:
+        self._pool.session(session_id)
+        self._pool.host.cancel(session_id)
+
+    def answer_permission(
+        self, session_id: str, request_id: str, outcome: PermissionOutcome
+    ) -> bool:
+        return self._pool.session(session_id).answer_permission(self._bound(), request_id, outcome)
+
+    def answer_editor(self, session_id: str, request_id: str, answer: EditorAnswer) -> bool:
+        return self._pool.host.answer_editor(session_id, request_id, answer)
+
+    def close_session(self, session_id: str) -> None:
+        self._pool.close(session_id)
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        with self._lock:
+            client, joined = self._client, sorted(self._joined)
+            self._joined.clear()
+        if client is not None:
+            self._pool.detach(client, joined)
+
+    # --- SessionArchive -------------------------------------------------------------------
+
+    def load_session(
+        self,
+        session_id: str,
+        sink: FrameSink,
+        *,
+        editor: EditorCapabilities = NO_EDITOR,
+        replay: bool = True,
+    ) -> None:
+        client = self._bind(sink, session_id)
+        self._pool.load(client, session_id, editor, replay)
+
+    def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None
+    ) -> tuple[list[SessionInfo], str | None]:
+        return self._pool.list(cwd, cursor)
+
+    def delete_session(self, session_id: str) -> None:
+        self._pool.delete(session_id)

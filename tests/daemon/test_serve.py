@@ -1,0 +1,327 @@
+"""``toolprep serve``: sessions owned by the daemon, shared by clients, kept across restarts.
+
+Each test runs the real daemon process against the loopback provider and
+drives it with real WebSocket clients; every message the daemon sends is
+validated against the ACP schema by the client.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from tests.daemon.conftest import KIND, StartDaemon
+from tests.runtime import scenarios as sc
+from tests.support.daemon_process import DaemonProcess
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.runtime_harness import check_cards, lifecycle, message_text
+from tests.support.ws_client import Message, WsClient
+
+PERMISSION = "session/request_permission"
+CANCEL_REQUEST = "$/cancel_request"
+
+
+def _asked(client: WsClient, count: int = 1) -> list[Message]:
+    client.wait_for(lambda ms: sum(m.get("method") == PERMISSION for m in ms) >= count)
+    return client.requests(PERMISSION)
+
+
+def test_two_clients_share_a_session_and_the_first_permission_answer_wins(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
+) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "1")
+    provider.enqueue(
+        sc.ok(sc.calls_turn(KIND, [sc.shell("echo shared", "call_shared")])),
+        sc.ok(sc.text_turn(KIND, "Both saw it.")),
+    )
+    first, second = daemon.client(), daemon.client()
+    try:
+        session_id = first.start_session(workdir)
+        turn = first.prompt(session_id, "run it")
+        [first_ask] = _asked(first)
+
+        second.initialize()
+        assert second.load(session_id, workdir)["result"] == {}
+        [second_ask] = _asked(second)  # asked again: the request is still open
+        assert second_ask["params"]["toolCall"] == first_ask["params"]["toolCall"]
+        second.answer_permission(second_ask, "allow_once")
+
+        # The first client's request is withdrawn, and its late answer changes nothing.
+        first.wait_for(lambda ms: any(m.get("method") == CANCEL_REQUEST for m in ms))
+        [withdrawn] = first.requests(CANCEL_REQUEST)
+        assert withdrawn["params"] == {"requestId": first_ask["id"]}
+        first.answer_permission(first_ask, "reject_once")
+
+        assert first.result(turn)["stopReason"] == "end_turn"
+        second.wait_for(lambda _: message_text(second.updates(session_id)) == "Both saw it.")
+        assert second.updates(session_id) == first.updates(session_id)
+        check_cards(first.updates(session_id))
+        assert lifecycle(first.updates(session_id)) == {
+            "call_shared": ["preparing", "in_progress", "completed"]
+        }
+        assert "shared" in str(first.updates(session_id))
+    finally:
+        first.close()
+        second.close()
+    assert daemon.stop() == 0
+
+
+def test_a_second_client_cancels_the_turn_the_first_started(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
+) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "2")
+    provider.enqueue(sc.prepared_then_stall(KIND, ("call_stall", "get_weather", {})))
+    first, second = daemon.client(), daemon.client()
+    try:
+        session_id = first.start_session(workdir)
+        turn = first.prompt(session_id)
+        first.wait_for(lambda _: "call_stall" in lifecycle(first.updates(session_id)))
+        second.initialize()
+        assert second.load(session_id, workdir, "session/resume")["result"] == {}
+        second.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
+        )
+        assert first.result(turn)["stopReason"] == "cancelled"
+        assert lifecycle(first.updates(session_id)) == {"call_stall": ["preparing", "discarded"]}
+        # Resumed without replay: the second client saw only what came after it attached.
+        second.wait_for(lambda _: len(second.updates(session_id)) >= 1)
+        assert lifecycle(second.updates(session_id)) == {"call_stall": ["discarded"]}
+    finally:
+        first.close()
+        second.close()
+    assert daemon.stop() == 0
+
+
+def test_a_client_that_reconnects_mid_turn_gets_everything_and_finishes_it(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
+) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "1", "--disconnect-grace", "60")
+    provider.enqueue(
+        sc.ok(sc.calls_turn(KIND, [sc.shell("echo again", "call_back")])),
+        sc.ok(sc.text_turn(KIND, "Finished after the reconnect.")),
+    )
+    first = daemon.client()
+    session_id = first.start_session(workdir)
+    first.prompt(session_id)
+    _asked(first)
+    seen_before = first.updates(session_id)
+    first.close()  # the editor window went away; the turn waits for its permission
+
+    again = daemon.client()
+    try:
+        again.initialize()
+        assert again.load(session_id, workdir)["result"] == {}
+        [ask] = _asked(again)
+        assert again.updates(session_id)[: len(seen_before)] == seen_before
+        again.answer_permission(ask, "allow_once")
+        again.wait_for(
+            lambda _: message_text(again.updates(session_id)) == "Finished after the reconnect."
+        )
+        frames = again.updates(session_id)
+        check_cards(frames)
+        assert lifecycle(frames) == {"call_back": ["preparing", "in_progress", "completed"]}
+    finally:
+        again.close()
+    assert daemon.stop() == 0
+
+
+def test_a_turn_nobody_comes_back_to_is_cancelled_after_the_grace_period(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
+) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "1", "--disconnect-grace", "0.5")
+    provider.enqueue(sc.prepared_then_stall(KIND, ("call_left", "get_weather", {})))
+    first = daemon.client()
+    session_id = first.start_session(workdir)
+    first.prompt(session_id)
+    first.wait_for(lambda _: "call_left" in lifecycle(first.updates(session_id)))
+    first.close()
+
+    # Each look attaches a client (which holds the turn) for a moment: look seldom.
+    deadline = time.monotonic() + 30
+    while True:
+        time.sleep(1.5)
+        frames = _replayed(daemon, session_id, workdir)
+        if lifecycle(frames).get("call_left") == ["preparing", "discarded"]:
+            break
+        assert time.monotonic() < deadline, frames
+    check_cards(frames)
+    assert daemon.stop() == 0
+
+
+def _replayed(daemon: DaemonProcess, session_id: str, cwd: Path) -> list[Message]:
+    """What a fresh client is replayed on ``session/load``."""
+    fresh = daemon.client()
+    try:
+        fresh.initialize()
+        assert fresh.load(session_id, cwd)["result"] == {}
+        return fresh.updates(session_id)
+    finally:
+        fresh.close()
+
+
+def test_sessions_are_listed_and_loaded_alike_after_a_restart(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path, tmp_path: Path
+) -> None:
+    data = str(tmp_path / "data")
+    provider.enqueue(
+        sc.ok(sc.calls_turn(KIND, [sc.shell("echo kept", "call_kept")])),
+        sc.ok(sc.text_turn(KIND, "Kept.")),
+    )
+    daemon = start_daemon("--data-dir", data, "--allow-shell", "--workers", "1")
+    client = daemon.client()
+    session_id = client.start_session(workdir)
+    assert client.result(client.prompt(session_id, "keep this"))["stopReason"] == "end_turn"
+    sent = client.updates(session_id)
+    client.close()
+    assert daemon.stop() == 0
+
+    restarted = start_daemon("--data-dir", data, "--allow-shell", "--workers", "2")
+    reader = restarted.client()
+    try:
+        reader.initialize()
+        listed = reader.result(reader.request("session/list", {"cwd": str(workdir)}))
+        assert [s["sessionId"] for s in listed["sessions"]] == [session_id]
+        assert listed["sessions"][0]["title"] == "keep this"
+        assert reader.load(session_id, workdir)["result"] == {}
+        reader.wait_for(lambda _: len(reader.updates(session_id)) >= len(sent))
+        assert reader.updates(session_id) == sent  # identical, and no card left pending
+        check_cards(reader.updates(session_id))
+    finally:
+        reader.close()
+    assert restarted.stop() == 0
+
+
+def test_after_a_kill_the_interrupted_cards_load_as_discarded(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path, tmp_path: Path
+) -> None:
+    data = str(tmp_path / "data")
+    provider.enqueue(
+        sc.ok(sc.calls_turn(KIND, [sc.shell("echo never", "call_cut")])),
+    )
+    daemon = start_daemon("--data-dir", data, "--workers", "1")
+    client = daemon.client()
+    session_id = client.start_session(workdir)
+    client.prompt(session_id)
+    _asked(client)  # its card is open, waiting for permission
+    os.kill(daemon.process.pid, signal.SIGKILL)
+    client.wait_closed()
+    daemon.kill()
+
+    restarted = start_daemon("--data-dir", data, "--workers", "1")
+    reader = restarted.client()
+    try:
+        reader.initialize()
+        assert reader.load(session_id, workdir)["result"] == {}
+        reader.wait_for(lambda _: "call_cut" in lifecycle(reader.updates(session_id)))
+        frames = reader.updates(session_id)
+        check_cards(frames)
+        assert lifecycle(frames)["call_cut"][-1] == "discarded"
+        assert not (workdir / "never").exists()
+    finally:
+        reader.close()
+    assert restarted.stop() == 0
+
+
+def test_a_token_is_required_when_set_and_anything_else_gets_401(
+    start_daemon: StartDaemon, workdir: Path
+) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "1", "--token", "s3cret")
+    for headers in (None, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+        with pytest.raises(InvalidStatus) as refused:
+            connect(daemon.url, additional_headers=headers, legacy=True)
+        assert refused.value.response.status_code == 401
+    with pytest.raises(InvalidStatus) as elsewhere:
+        connect(daemon.url.replace("/acp", "/other"), legacy=True)
+    assert elsewhere.value.response.status_code == 404
+    client = WsClient(daemon.url, "s3cret")
+    try:
+        assert client.start_session(workdir).startswith("sess_")
+    finally:
+        client.close()
+    assert daemon.stop() == 0
+
+
+def test_the_token_may_come_from_the_environment(start_daemon: StartDaemon, workdir: Path) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "1", env_extra={"TOOLPREP_TOKEN": "envtok"})
+    with pytest.raises(InvalidStatus):
+        connect(daemon.url, legacy=True)
+    client = WsClient(daemon.url, "envtok")
+    try:
+        client.initialize()
+    finally:
+        client.close()
+    assert daemon.stop() == 0
+
+
+def test_a_non_loopback_address_without_a_token_is_refused(
+    start_daemon: StartDaemon,
+) -> None:
+    with pytest.raises(AssertionError, match="needs --token"):
+        start_daemon("--no-persist", "--workers", "1", "--host", "0.0.0.0")
+
+
+def test_the_session_limit_is_a_named_error(start_daemon: StartDaemon, workdir: Path) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "1", "--max-sessions", "1")
+    client = daemon.client()
+    try:
+        client.start_session(workdir)
+        refused = client.reply(
+            client.request("session/new", {"cwd": str(workdir), "mcpServers": []})
+        )
+        assert refused["error"]["code"] == -32001
+        assert "at most 1 open sessions" in refused["error"]["message"]
+        assert refused["error"]["data"] == {"maxSessions": 1}
+    finally:
+        client.close()
+    assert daemon.stop() == 0
+
+
+def test_bad_frames_get_errors_and_an_oversized_one_costs_only_its_connection(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
+) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "1", "--max-message-bytes", "65536")
+    client = daemon.client()
+    session_id = client.start_session(workdir)
+    client.socket.send("{not json", text=True)
+    client.send({"jsonrpc": "2.0", "id": 90, "method": "no/such_method", "params": {}})
+    client.wait_for(lambda ms: any(m.get("id") == 90 for m in ms))
+    errors = [m["error"] for m in client.messages if "error" in m]
+    assert errors[0]["code"] == -32700 and errors[1]["code"] == -32601
+
+    client.socket.send("x" * 70_000, text=True)
+    assert client.wait_closed() == 1009  # message too big: this connection only
+
+    provider.enqueue(sc.ok(sc.text_turn(KIND, "Still here.")))
+    again = daemon.client()
+    try:
+        again.initialize()
+        assert again.load(session_id, workdir, "session/resume")["result"] == {}
+        assert again.result(again.prompt(session_id))["stopReason"] == "end_turn"
+        assert message_text(again.updates(session_id)) == "Still here."
+    finally:
+        again.close()
+    assert daemon.stop() == 0
+
+
+def test_cancel_request_for_a_prompt_ends_its_turn(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
+) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "1")
+    provider.enqueue(sc.prepared_then_stall(KIND, ("call_req", "get_weather", {})))
+    client = daemon.client()
+    try:
+        session_id = client.start_session(workdir)
+        turn = client.prompt(session_id)
+        client.wait_for(lambda _: "call_req" in lifecycle(client.updates(session_id)))
+        client.send({"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": turn}})
+        assert client.result(turn)["stopReason"] == "cancelled"
+        assert lifecycle(client.updates(session_id)) == {"call_req": ["preparing", "discarded"]}
+    finally:
+        client.close()
+    assert daemon.stop() == 0

@@ -1,0 +1,79 @@
+"""``toolprep serve`` as a real process on a free loopback port."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from tests.support.ws_client import WsClient
+
+_LISTENING = re.compile(r"serving ACP on (ws://\S+)")
+
+
+class DaemonProcess:
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path,
+        stderr_file: Path,
+        *,
+        start_timeout: float = 60.0,
+    ) -> None:
+        self._stderr_path = stderr_file
+        self._stderr: IO[bytes] = stderr_file.open("wb")
+        self.process = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+        )
+        try:
+            self.url = self._wait_listening(start_timeout)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _wait_listening(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = _LISTENING.search(self.stderr())
+            if found:
+                return found.group(1)
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"the daemon exited {self.process.returncode}: {self.stderr()}"
+                )
+            time.sleep(0.05)
+        raise AssertionError(f"the daemon did not listen within {timeout} s: {self.stderr()}")
+
+    def client(self, token: str | None = None) -> WsClient:
+        return WsClient(self.url, token)
+
+    def stderr(self) -> str:
+        if not self._stderr.closed:
+            self._stderr.flush()
+        return self._stderr_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM, as a service manager stops it; the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout)
+        self._stderr.close()
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        with contextlib.suppress(OSError):
+            self._stderr.close()
