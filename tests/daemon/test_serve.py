@@ -325,3 +325,35 @@ def test_cancel_request_for_a_prompt_ends_its_turn(
     finally:
         client.close()
     assert daemon.stop() == 0
+
+
+def test_editor_reads_go_to_the_client_whose_prompt_runs(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
+) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "2")
+    (workdir / "notes.txt").write_text("on disk\n")
+    provider.enqueue(
+        sc.ok(sc.calls_turn(KIND, [("call_read", "read_file", {"path": "notes.txt"})])),
+        sc.ok(sc.text_turn(KIND, "Read it.")),
+    )
+    editor, watcher = daemon.client(), daemon.client()
+    try:
+        editor.initialize({"fs": {"readTextFile": True, "writeTextFile": False}})
+        session_id = editor.result(
+            editor.request("session/new", {"cwd": str(workdir), "mcpServers": []})
+        )["sessionId"]
+        watcher.initialize()
+        watcher.load(session_id, workdir, "session/resume")
+        turn = editor.prompt(session_id)
+        editor.wait_for(lambda ms: any(m.get("method") == "fs/read_text_file" for m in ms))
+        [read] = editor.requests("fs/read_text_file")
+        assert read["params"]["path"] == str(workdir / "notes.txt")
+        editor.send({"jsonrpc": "2.0", "id": read["id"], "result": {"content": "unsaved buffer"}})
+        assert editor.result(turn)["stopReason"] == "end_turn"
+        assert "unsaved buffer" in str(editor.updates(session_id))
+        assert watcher.requests("fs/read_text_file") == []
+        watcher.wait_for(lambda _: message_text(watcher.updates(session_id)) == "Read it.")
+    finally:
+        editor.close()
+        watcher.close()
+    assert daemon.stop() == 0

@@ -94,10 +94,9 @@ class WsClient:
                 and session_id in (None, m["params"]["sessionId"])
             ]
 
-    def initialize(self) -> Message:
-        result: Message = self.result(
-            self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        )
+    def initialize(self, capabilities: Message | None = None) -> Message:
+        params = {"protocolVersion": 1, "clientCapabilities": capabilities or {}}
+        result: Message = self.result(self.request("initialize", params))
         return result
 
     def start_session(self, cwd: Path) -> str:
