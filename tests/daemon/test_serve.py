@@ -357,3 +357,39 @@ def test_editor_reads_go_to_the_client_whose_prompt_runs(
         editor.close()
         watcher.close()
     assert daemon.stop() == 0
+
+
+def test_a_deleted_session_cannot_be_loaded_and_its_id_is_not_reused(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path, tmp_path: Path
+) -> None:
+    daemon = start_daemon("--data-dir", str(tmp_path / "data"), "--workers", "1")
+    provider.enqueue(sc.ok(sc.text_turn(KIND, "Soon gone.")))
+    client, other = daemon.client(), daemon.client()
+    try:
+        session_id = client.start_session(workdir)
+        assert client.result(client.prompt(session_id))["stopReason"] == "end_turn"
+        other.initialize()
+        assert other.load(session_id, workdir)["result"] == {}
+        assert client.result(client.request("session/delete", {"sessionId": session_id})) == {}
+        gone = other.reply(other.prompt(session_id))["error"]
+        assert gone["code"] == -32002 and session_id in gone["message"]
+        missing = other.load(session_id, workdir)["error"]
+        assert missing["code"] == -32002
+        listed = other.result(other.request("session/list", {}))
+        assert session_id not in str(listed)
+    finally:
+        client.close()
+        other.close()
+    assert daemon.stop() == 0
+
+
+def test_a_corrupt_database_stops_start_up_with_its_name(
+    start_daemon: StartDaemon, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "sessions.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(AssertionError, match=r"sessions\.db") as failed:
+        start_daemon("--data-dir", str(data), "--workers", "1")
+    assert "exited 2" in str(failed.value)
+    assert (data / "sessions.db").read_bytes().startswith(b"this is not a database")
