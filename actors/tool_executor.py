@@ -2,6 +2,10 @@
 
 Tools block (file IO, subprocesses, waiting for the user's permission), so
 they run on a fixed pool of worker threads, never in this actor's handler.
+A call that needs the user's permission keeps its card ``pending`` while it
+waits: ``in_progress`` (with the complete arguments) is sent only once the
+user allows it, so the card never claims a tool runs that may never run; a
+rejected call goes from ``pending`` to ``failed`` with the reason.
 Calls of one session run one after another in the order the model made them;
 sessions run side by side. A tool that raises or times out is an ordinary
 failed result: the card ends ``failed`` with the error text, and the model
@@ -10,8 +14,10 @@ sees the error. Only a call that never reached execution is *discarded*.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,14 +45,45 @@ from toolprep.runtime.tools.base import (
     ClientFilesystem,
     PermissionOutcome,
     PermissionRequest,
+    Tool,
     ToolContext,
     ToolError,
     ToolOutput,
 )
 from toolprep.runtime.tools.cancellation import CancelEvent
+from toolprep.runtime.tools.permissions import ALLOWED_OUTCOMES
 from toolprep.runtime.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
+
+
+class HeldStart:
+    """A call's ``in_progress`` frame, held back until the user allows the call.
+
+    The worker thread releases it when the permission arrives; the actor
+    settles it when the call ends. Both happen under one lock, and the frame
+    is told to the emitter inside it, so it can neither come twice nor land
+    after the card's terminal frame.
+    """
+
+    def __init__(self, directory: RoleDirectory, session_id: str, frame: dict[str, Any]) -> None:
+        self._directory = directory
+        self._session_id = session_id
+        self._frame: dict[str, Any] | None = frame
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            if self._frame is not None:
+                self._directory.tell(EMITTER, WriteFrames(self._session_id, (self._frame,)))
+                self._frame = None
+
+    @contextlib.contextmanager
+    def settled(self) -> Iterator[dict[str, Any] | None]:
+        """Yields the frame if it was never released; tell the terminal frame inside."""
+        with self._lock:
+            frame, self._frame = self._frame, None
+            yield frame
 
 
 @dataclass(slots=True)
@@ -58,6 +95,7 @@ class Batch:
     results: list[ToolCallResult] = field(default_factory=list)
     context: ToolContext | None = None
     timer: TimerHandle | None = None
+    held: HeldStart | None = None
 
 
 @dataclass(slots=True)
@@ -80,7 +118,10 @@ class ToolExecutor(RoleActor):
         workers: int = 8,
         timeout: float = 120.0,
         client_fs_for: Callable[[str], ClientFilesystem | None] = lambda _session_id: None,
+        session_tool: Callable[[str, str], Tool | None] = lambda _session_id, _name: None,
     ) -> None:
+        """``session_tool(session_id, name)`` finds a tool of that session only (its MCP
+        servers'); the shared ``registry`` is asked first."""
         super().__init__(directory)
         self.state = state
         if state.pool is None:
@@ -89,6 +130,7 @@ class ToolExecutor(RoleActor):
         self.scheduler = scheduler
         self.timeout = timeout
         self.client_fs_for = client_fs_for
+        self.session_tool = session_tool
 
     def handlers(self) -> Handlers:
         return {
@@ -125,7 +167,7 @@ class ToolExecutor(RoleActor):
             return
         request = batch.calls[batch.index]
         call = request.call
-        tool = self.registry.get(call.name)
+        tool = self.registry.get(call.name) or self.session_tool(session_id, call.name)
         if tool is None:
             self._frames(
                 session_id,
@@ -148,18 +190,35 @@ class ToolExecutor(RoleActor):
         except Exception as exc:  # a tool's description must not stop the batch
             logger.warning("describing %s failed: %r", call.name, exc)
             title, locations = call.name, []
-        self._frames(
-            session_id,
-            frames.execution_started(
-                request.call_id,
-                call.name,
-                title=title,
-                kind=tool.kind,
-                locations=locations,
-                raw_input=call.args,
-                prepared=request.prepared,
-            ),
+        started = frames.execution_started(
+            request.call_id,
+            call.name,
+            title=title,
+            kind=tool.kind,
+            locations=locations,
+            raw_input=call.args,
+            prepared=request.prepared,
         )
+        if _asks_first(tool, call.args):
+            if not request.prepared:  # the card opens now, waiting
+                self._frames(
+                    session_id,
+                    frames.execution_started(
+                        request.call_id,
+                        call.name,
+                        title=title,
+                        kind=tool.kind,
+                        locations=locations,
+                        raw_input=call.args,
+                        prepared=False,
+                        status="pending",
+                    ),
+                )
+                started = {**started, "sessionUpdate": "tool_call_update"}
+                started.pop("content", None)
+            batch.held = HeldStart(self.directory, session_id, started)
+        else:
+            self._frames(session_id, started)
         context = ToolContext(
             session_id=session_id,
             cwd=cwd,
@@ -168,7 +227,7 @@ class ToolExecutor(RoleActor):
             client_fs=self.client_fs_for(session_id),
         )
         context.request_permission = self._permission_asker(
-            session_id, request, title, tool.kind, context.cancelled
+            session_id, request, title, tool.kind, context.cancelled, batch.held
         )
         batch.context = context
         attempt, call_id = batch.attempt, request.call_id
@@ -195,8 +254,12 @@ class ToolExecutor(RoleActor):
         title: str,
         kind: str,
         cancelled: CancelEvent,
+        held: HeldStart | None,
     ) -> Callable[[PermissionRequest], PermissionOutcome]:
-        """Blocking permission round trip for a worker; gives up once the call is cancelled."""
+        """Blocking permission round trip for a worker; gives up once the call is cancelled.
+
+        An allowed call's held ``in_progress`` frame goes out before the tool goes on.
+        """
         directory = self.directory
 
         def ask(permission: PermissionRequest) -> PermissionOutcome:
@@ -214,7 +277,10 @@ class ToolExecutor(RoleActor):
                 outcome = message.reply.result()
             except FutureCancelled:
                 return "cancelled"
-            return check_outcome(outcome) if outcome in PERMISSION_OUTCOMES else "cancelled"
+            answer = check_outcome(outcome) if outcome in PERMISSION_OUTCOMES else "cancelled"
+            if held is not None and answer in ALLOWED_OUTCOMES and not cancelled.is_set():
+                held.release()
+            return answer
 
         return ask
 
@@ -252,10 +318,31 @@ class ToolExecutor(RoleActor):
         output: ToolOutput | None = None,
         error: str | None = None,
     ) -> None:
+        with _settled(batch) as unreleased:
+            self._finish_frames(session_id, batch, ok, output, error, unreleased)
+        batch.index += 1
+        batch.context = None
+        batch.held = None
+        if batch.timer is not None:
+            batch.timer.cancel()
+            batch.timer = None
+        self._start_next(session_id)
+
+    def _finish_frames(
+        self,
+        session_id: str,
+        batch: Batch,
+        ok: bool,
+        output: ToolOutput | None,
+        error: str | None,
+        unreleased: dict[str, Any] | None,
+    ) -> None:
         request = batch.calls[batch.index]
         name = request.call.name
         if ok and output is not None:
-            updates = [
+            # A tool that ran without asking after all: its card still shows it ran.
+            updates = [] if unreleased is None else [unreleased]
+            updates += [
                 frames.tool_result(
                     request.call_id,
                     name,
@@ -281,12 +368,6 @@ class ToolExecutor(RoleActor):
                 ),
             )
             batch.results.append(ToolCallResult(request.call_id, name, False, text))
-        batch.index += 1
-        batch.context = None
-        if batch.timer is not None:
-            batch.timer.cancel()
-            batch.timer = None
-        self._start_next(session_id)
 
     def on_cancel(self, msg: CancelTools) -> None:
         previous = self.state.cancelled_through.get(msg.session_id, 0)
@@ -299,13 +380,23 @@ class ToolExecutor(RoleActor):
             batch.timer.cancel()
         if batch.context is not None:
             batch.context.cancelled.set()
+        with _settled(batch) as unreleased:
+            self._cancel_frames(msg.session_id, batch, waiting=unreleased is not None)
+
+    def _cancel_frames(self, session_id: str, batch: Batch, *, waiting: bool) -> None:
         updates: list[dict[str, Any]] = []
         results = list(batch.results)
         for position in range(batch.index, len(batch.calls)):
             request = batch.calls[position]
             started = position == batch.index and batch.context is not None
             if started or request.prepared:
-                text = "Cancelled while running" if started else "Cancelled before it started"
+                text = (
+                    "Cancelled while waiting for permission; nothing was run"
+                    if started and waiting
+                    else "Cancelled while running"
+                    if started
+                    else "Cancelled before it started"
+                )
                 updates.append(
                     frames.tool_result(
                         request.call_id,
@@ -316,8 +407,8 @@ class ToolExecutor(RoleActor):
                     )
                 )
             results.append(_cancelled(request))
-        self._frames(msg.session_id, *updates)
-        self._report(msg.session_id, batch.attempt, results, cancelled=True)
+        self._frames(session_id, *updates)
+        self._report(session_id, batch.attempt, results, cancelled=True)
 
     def on_session_closed(self, msg: SessionClosed) -> None:
         self.state.cancelled_through.pop(msg.session_id, None)
@@ -333,6 +424,23 @@ class ToolExecutor(RoleActor):
         pool = self.state.pool
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _asks_first(tool: Tool, args: Mapping[str, Any]) -> bool:
+    try:
+        return bool(tool.needs_permission(args))
+    except Exception as exc:  # then the tool decides as it runs; its card shows it running
+        logger.warning("asking %s whether it needs permission failed: %r", tool.name, exc)
+        return False
+
+
+@contextlib.contextmanager
+def _settled(batch: Batch) -> Iterator[dict[str, Any] | None]:
+    if batch.held is None:
+        yield None
+        return
+    with batch.held.settled() as unreleased:
+        yield unreleased
 
 
 def _cancelled(request: ToolCallRequest) -> ToolCallResult:

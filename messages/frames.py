@@ -9,7 +9,7 @@ older client still sees a terminal card.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 
 def provenance_meta(tool_name: str) -> dict[str, Any]:
@@ -63,14 +63,20 @@ def execution_started(
     locations: Sequence[dict[str, Any]],
     raw_input: dict[str, Any],
     prepared: bool,
+    status: Literal["in_progress", "pending"] = "in_progress",
 ) -> dict[str, Any]:
-    """Execution begins with complete arguments; a never-prepared call opens its card here."""
+    """Execution begins with complete arguments; a never-prepared call opens its card here.
+
+    ``pending``: the call is complete but waits for the user's permission
+    (ACP's ``pending`` covers "awaiting approval"); ``in_progress`` follows
+    only once it is allowed.
+    """
     return {
         "sessionUpdate": "tool_call_update" if prepared else "tool_call",
         "toolCallId": call_id,
         "title": title,
         "kind": kind,
-        "status": "in_progress",
+        "status": status,
         "rawInput": raw_input,
         "locations": list(locations),
         **({} if prepared else {"content": []}),

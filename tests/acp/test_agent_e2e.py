@@ -124,7 +124,9 @@ async def test_cancel_mid_permission(tmp_path: Path) -> None:
             reply = await asyncio.wait_for(prompt, 10)
         assert reply.stop_reason == "cancelled"
         check_cards(client.frames())
-        assert lifecycle(client.frames()) == {"call_sh": ["preparing", "in_progress", "failed"]}
+        # It never ran, so its card never said it did: pending, then failed with the reason.
+        assert lifecycle(client.frames()) == {"call_sh": ["preparing", "failed"]}
+        assert "Cancelled while waiting for permission" in str(client.frames()[-1])
 
 
 async def test_permission_rejected_fails_the_call_and_turn_goes_on(tmp_path: Path) -> None:
@@ -139,7 +141,8 @@ async def test_permission_rejected_fails_the_call_and_turn_goes_on(tmp_path: Pat
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
         assert reply.stop_reason == "end_turn"
-        assert lifecycle(client.frames()) == {"call_sh": ["preparing", "in_progress", "failed"]}
+        assert lifecycle(client.frames()) == {"call_sh": ["preparing", "failed"]}
+        assert "was not allowed by the user" in str(client.frames())
         assert (
             "not allowed" in str(server.requests[1].body).lower()
             or "reject" in str(server.requests[1].body).lower()
