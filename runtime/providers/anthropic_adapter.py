@@ -18,8 +18,17 @@ The rules that matter for tool cards:
 - A tool_use block without a usable id or name gets no preparation; its
   call is still emitted at stop, with a generated ``toolu_gen_<n>`` id when
   the id is missing.
-- Argument text that is not a JSON object fails the attempt with a
-  retryable ``malformed`` error: a half-parsed call must never execute.
+- Argument text that is not a JSON object never becomes a call: a
+  half-parsed call must never execute. Whether it fails the attempt waits
+  for the stop reason, because with eager (fine-grained) input streaming the
+  API sends tool input unvalidated and a response cut by the token limit
+  ends mid-value, and ``message_delta`` only comes after the block's stop.
+  Cut by the limit (``max_tokens``, ``model_context_window_exceeded``): the
+  call is dropped, the tracker discards its card as a preparation whose call
+  never came, and the turn stops at max_tokens; a retry would only be cut
+  again. Any other stop reason, a further content block or a stream that
+  stops without ``message_delta`` fails the attempt with a retryable
+  ``malformed`` error.
 
 Everything else: text / thinking / signature deltas become parts as they
 arrive, ``redacted_thinking`` becomes a ``ThoughtPart`` whose signature is
@@ -102,6 +111,7 @@ class AnthropicStreamAdapter:
 
     __slots__ = (
         "_args",
+        "_cut",
         "_generated",
         "_input_tokens",
         "_model",
@@ -127,6 +137,9 @@ class AnthropicStreamAdapter:
         self._started = False
         self._stopped = False
         self._generated = 0
+        # The error for a tool block whose input did not parse, held until the stop
+        # reason says whether the token limit cut it (see the module docstring).
+        self._cut: StreamError | None = None
 
     @property
     def finished(self) -> bool:
@@ -215,6 +228,9 @@ class AnthropicStreamAdapter:
         return []
 
     def _on_block_start(self, obj: dict[str, Any]) -> list[GenerateContentResponse]:
+        if self._cut is not None:
+            # The stream went on after the unparsable input, so no token limit cut it.
+            raise self._cut
         block = obj.get("content_block")
         if type(block) is not dict:
             return []
@@ -283,7 +299,8 @@ class AnthropicStreamAdapter:
             try:
                 args, _ = parse_arguments(text)
             except ArgumentsError as exc:
-                raise malformed(f"tool call {block.call_id} ({block.name}): {exc}") from None
+                self._cut = malformed(f"tool call {block.call_id} ({block.name}): {exc}")
+                return []
         else:
             # No deltas at all: some gateways put the whole input in the opener.
             args = dict(block.initial) if type(block.initial) is dict else {}
@@ -311,12 +328,18 @@ class AnthropicStreamAdapter:
             stop_reason = delta.get("stop_reason")
             if type(stop_reason) is str:
                 reason = STOP_REASONS.get(stop_reason, FinishReason.OTHER)
+        if self._cut is not None:
+            if reason is not FinishReason.MAX_TOKENS:
+                raise self._cut
+            self._cut = None  # cut by the limit: the call is dropped, the turn stops
         # message_delta usage counts are cumulative for the whole message.
         self._read_usage(obj.get("usage"))
         usage = Usage(self._input_tokens, self._output_tokens) if self._usage_seen else None
         return [chunk((), reason, usage, self._response_id, self._model)]
 
     def _on_message_stop(self, obj: dict[str, Any]) -> list[GenerateContentResponse]:
+        if self._cut is not None:
+            raise self._cut  # no stop reason came to say the token limit cut it
         self._stopped = True
         return []
 

@@ -13,6 +13,21 @@ blocks, calls as ``tool_use`` and tool results as ``tool_result`` blocks
 signature cannot be sent back and are dropped. A ``tool_use`` left without
 a result (a turn cancelled mid-tools) gets an error result, because the
 API rejects such a history outright and the session would be stuck.
+
+Every tool is declared with ``eager_input_streaming: true`` (fine-grained
+tool streaming) unless the provider is built with that switched off. Without
+it the API buffers a tool's input to validate it as JSON, so a long argument
+(a file's contents) arrives in one piece when the model has finished it;
+with it the fragments arrive as the model writes them. The card does not
+wait for either: it opens at the ``tool_use`` opener and the call runs once
+its input is complete. The per-tool field is what the current API documents
+(fine-grained streaming is generally available, no beta header) and what the
+SDK's ``ToolParam.eager_input_streaming`` declares; the older
+``fine-grained-tool-streaming-2025-05-14`` beta header is not sent. Some
+Anthropic-compatible servers reject unknown fields in a tool, which is why
+it can be turned off. The price of eager input is that the API no longer
+checks the JSON: an input cut by ``max_tokens`` ends mid-value, which the
+stream adapter turns into no call at all (see ``AnthropicStreamAdapter``).
 """
 
 from __future__ import annotations
@@ -134,8 +149,15 @@ def _answer_orphan_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
-def build_messages_params(request: ModelRequest) -> dict[str, Any]:
-    """Keyword arguments for ``client.messages.create`` (without ``stream``)."""
+def build_messages_params(
+    request: ModelRequest, *, eager_input_streaming: bool = True
+) -> dict[str, Any]:
+    """Keyword arguments for ``client.messages.create`` (without ``stream``).
+
+    ``eager_input_streaming`` marks every tool for fine-grained input streaming;
+    off, the field is left out entirely (not sent as ``false``), so the body is
+    what a server that knows nothing of it accepts.
+    """
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
@@ -144,15 +166,25 @@ def build_messages_params(request: ModelRequest) -> dict[str, Any]:
     if request.system:
         params["system"] = request.system
     if request.tools:
-        params["tools"] = [
+        tools: list[dict[str, Any]] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
             for t in request.tools
         ]
+        if eager_input_streaming:
+            for tool in tools:
+                tool["eager_input_streaming"] = True
+        params["tools"] = tools
     return params
 
 
 class AnthropicProvider:
-    """``Provider`` over ``anthropic.AsyncAnthropic``; one adapter per stream."""
+    """``Provider`` over ``anthropic.AsyncAnthropic``; one adapter per stream.
+
+    ``eager_input_streaming`` (default on) asks for tool input as it is
+    generated instead of in one piece at the end. Turn it off for an
+    Anthropic-compatible server that rejects the unknown tool field; tool
+    input then arrives however that server buffers it.
+    """
 
     def __init__(
         self,
@@ -160,16 +192,19 @@ class AnthropicProvider:
         *,
         name: str = "anthropic",
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        eager_input_streaming: bool = True,
     ) -> None:
         self.client = client
         self.name = name
         self.max_event_bytes = max_event_bytes
+        self.eager_input_streaming = eager_input_streaming
 
     async def aclose(self) -> None:
         await self.client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
-        body = encode_request_body({**build_messages_params(request), "stream": True})
+        params = build_messages_params(request, eager_input_streaming=self.eager_input_streaming)
+        body = encode_request_body({**params, "stream": True})
         adapter = AnthropicStreamAdapter()
         try:
             response = await self.client.post(

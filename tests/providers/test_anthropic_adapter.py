@@ -246,15 +246,80 @@ def test_empty_arguments_parse_as_empty_object() -> None:
 
 @pytest.mark.parametrize("text", ['{"a": ', "[1, 2]", '"str"', "{'a': 1}"])
 def test_arguments_that_are_not_a_json_object_fail_the_attempt(text: str) -> None:
+    """No call at the block's stop; the stop reason (not the token limit) fails the attempt."""
+    adapter = AnthropicStreamAdapter()
+    out = feed_all(
+        adapter,
+        [
+            START,
+            tool_start(0, {"id": "toolu_b", "name": "glob", "input": {}}),
+            json_delta(0, text),
+            block_stop(0),
+        ],
+    )
+    assert [c for c in out if c.function_calls] == []
+    with pytest.raises(StreamError) as caught:
+        adapter.feed("message_delta", json.dumps(STOP_DELTA))
+    assert (caught.value.kind, caught.value.retryable) == ("malformed", True)
+    assert "toolu_b" in caught.value.message
+
+
+@pytest.mark.parametrize("stop_reason", ["max_tokens", "model_context_window_exceeded"])
+@pytest.mark.parametrize("text", ['{"path": "a.py", "content": "def f(', '{"path": "a.py", "con'])
+def test_input_cut_by_the_token_limit_is_dropped_not_an_error(text: str, stop_reason: str) -> None:
+    """Eager input streaming: the API sends input unchecked, so max_tokens can end it mid-value."""
+    adapter = AnthropicStreamAdapter()
+    out = feed_all(
+        adapter,
+        [
+            START,
+            tool_start(0, {"id": "toolu_cut", "name": "write_file", "input": {}}),
+            json_delta(0, text),
+            block_stop(0),
+            {"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {}},
+            {"type": "message_stop"},
+        ],
+    )
+    out += adapter.end()
+    assert flat(out) == ["prep toolu_cut write_file", "finish MAX_TOKENS", "usage 5/1"]
+
+
+def test_a_block_after_unparsable_input_fails_at_once() -> None:
+    """More content after it means the input was finished, not cut: no second card is shown."""
     adapter = AnthropicStreamAdapter()
     feed_all(
         adapter,
-        [START, tool_start(0, {"id": "toolu_b", "name": "glob", "input": {}}), json_delta(0, text)],
+        [
+            START,
+            tool_start(0, {"id": "toolu_b", "name": "glob", "input": {}}),
+            json_delta(0, '{"a": '),
+            block_stop(0),
+        ],
     )
     with pytest.raises(StreamError) as caught:
-        adapter.feed("content_block_stop", json.dumps(block_stop(0)))
+        adapter.feed(
+            "content_block_start",
+            json.dumps(tool_start(1, {"id": "toolu_c", "name": "glob", "input": {}})),
+        )
     assert (caught.value.kind, caught.value.retryable) == ("malformed", True)
     assert "toolu_b" in caught.value.message
+
+
+def test_unparsable_input_with_no_stop_reason_fails_at_message_stop() -> None:
+    adapter = AnthropicStreamAdapter()
+    feed_all(
+        adapter,
+        [
+            START,
+            tool_start(0, {"id": "toolu_b", "name": "glob", "input": {}}),
+            json_delta(0, '{"a": '),
+            block_stop(0),
+        ],
+    )
+    with pytest.raises(StreamError) as caught:
+        adapter.feed("message_stop", json.dumps({"type": "message_stop"}))
+    assert caught.value.kind == "malformed"
+    assert not adapter.finished
 
 
 def test_non_string_argument_fragment_fails_the_attempt() -> None:

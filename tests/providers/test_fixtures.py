@@ -8,6 +8,8 @@ A new fixture without an expectation here fails ``test_every_fixture_has_an_expe
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.providers.helpers import (
@@ -17,11 +19,14 @@ from tests.providers.helpers import (
     openai_provider,
     summarize_all,
 )
+from tests.providers.test_anthropic_eager_streaming import GREET_ARGS
 from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from toolprep.messages.content import Content, TextPart
 from toolprep.runtime.providers.base import ModelRequest, Provider, ToolDeclaration
 
 Expectation = tuple[list[tuple[str, ...]], tuple[str, bool, str] | None]
+
+GREET_JSON = json.dumps(GREET_ARGS, sort_keys=True)
 
 EXPECTED: dict[str, Expectation] = {
     "anthropic-docs-basic-text.sse": (
@@ -100,6 +105,35 @@ EXPECTED: dict[str, Expectation] = {
             ("prep toolu_01NRLabsLyVHZPKxbKvkfSMn get_weather",),
             ('call toolu_01NRLabsLyVHZPKxbKvkfSMn get_weather {"location": "Paris"}',),
             ("finish STOP", "usage 377/65"),
+        ],
+        None,
+    ),
+    "anthropic-synthetic-buffered-input-write-file.sse": (
+        [
+            ("text I'll write",),
+            ("text  the module.",),
+            ("prep toolu_synthetic_W2 write_file",),
+            (f"call toolu_synthetic_W2 write_file {GREET_JSON}",),
+            ("finish STOP", "usage 1290/131"),
+        ],
+        None,
+    ),
+    "anthropic-synthetic-eager-input-cut-by-max-tokens.sse": (
+        [
+            ("text I'll write",),
+            ("text  the module.",),
+            ("prep toolu_synthetic_W3 write_file",),
+            ("finish MAX_TOKENS", "usage 1290/96"),
+        ],
+        None,
+    ),
+    "anthropic-synthetic-eager-input-write-file.sse": (
+        [
+            ("text I'll write",),
+            ("text  the module.",),
+            ("prep toolu_synthetic_W1 write_file",),
+            (f"call toolu_synthetic_W1 write_file {GREET_JSON}",),
+            ("finish STOP", "usage 1290/131"),
         ],
         None,
     ),

@@ -86,11 +86,17 @@ def test_anthropic_request_body() -> None:
         "stream": True,
         "system": "Be brief.",
         "tools": [
-            {"name": "read_file", "description": "Read a file", "input_schema": READ.parameters},
+            {
+                "name": "read_file",
+                "description": "Read a file",
+                "input_schema": READ.parameters,
+                "eager_input_streaming": True,
+            },
             {
                 "name": "glob",
                 "description": "Find files",
                 "input_schema": {"type": "object", "properties": {}},
+                "eager_input_streaming": True,
             },
         ],
         "messages": [
