@@ -312,6 +312,20 @@ class JsonRpcConnection:
             )
         self._reader.start()
 
+    def run(self) -> None:
+        """Read on the calling thread until the input ends (instead of ``start``).
+
+        For a server that already gives each connection a thread of its own:
+        one thread fewer per connection. The calling thread becomes the
+        reader, with its rules: handlers run on it, and it must not wait for
+        a reply from the peer.
+        """
+        with self._state_lock:
+            if self._reader is not None:
+                raise RuntimeError("connection already started")
+            self._reader = threading.current_thread()
+        self._read_loop()
+
     def wait_closed(self, timeout: float | None = None) -> bool:
         """Block until the input ended (``on_close`` callbacks done) or ``close()``; True if so."""
         return self._closed.wait(timeout)

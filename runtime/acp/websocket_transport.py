@@ -79,9 +79,11 @@ class WebSocketTransport:
                 self._queue.clear()
                 self._ready.notify()
                 raise BrokenPipeError(self._failure)
+            was_empty = not self._queue
             self._queue.append(data)
             self._queued_bytes += len(data)
-            self._ready.notify()
+            if was_empty:  # else the sender is awake and will find it: no wake-up per message
+                self._ready.notify()
 
     def close_output(self) -> None:
         """Send what is queued, then close; returns at once (the sender finishes it)."""

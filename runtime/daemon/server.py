@@ -123,8 +123,7 @@ class AcpServer:
             self._connections += 1
         logger.info("%s: connected from %s", name, socket.remote_address)
         try:
-            connection.start()
-            connection.wait_closed()
+            connection.run()  # this thread reads: the library gave it to this connection
         finally:
             client.shutdown()  # detaches; the sessions go on
             connection.close()
