@@ -29,6 +29,7 @@ from toolprep.messages.content import (
     ThoughtPart,
     Usage,
 )
+from toolprep.messages.frames import DiscardReason
 from toolprep.messages.preparation import get_preparations
 from toolprep.messages.turns import (
     AttemptEnded,
@@ -212,7 +213,9 @@ class PreparationTracker(RoleActor):
             if entry.call is None:
                 # Rule: a preparation whose complete call never came is discarded.
                 if entry.card_shown:
-                    updates.append(frames.discarded(entry.call_id, entry.tool_name))
+                    cut = attempt.finish_reason is FinishReason.MAX_TOKENS
+                    reason: DiscardReason = "max_tokens" if cut else "stream_error"
+                    updates.append(frames.discarded(entry.call_id, entry.tool_name, reason))
                 del attempt.entries[raw_id]
                 attempt.order.remove(raw_id)
             else:
@@ -248,7 +251,11 @@ class PreparationTracker(RoleActor):
             for raw_id in attempt.order:
                 entry = attempt.entries[raw_id]
                 if entry.card_shown:
-                    updates.append(frames.discarded(entry.call_id, entry.tool_name))
+                    updates.append(
+                        frames.discarded(
+                            entry.call_id, entry.tool_name, msg.reason, next_model=msg.next_model
+                        )
+                    )
                     discarded.append(entry.call_id)
             track.current = None
             self._send(msg.session_id, updates)

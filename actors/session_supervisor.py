@@ -107,6 +107,7 @@ class SessionState:
     phase: Phase = "idle"
     turn: Turn | None = None
     closing: bool = False
+    tools: tuple[ToolDeclaration, ...] = ()  # the session's own, after the runtime's
 
 
 @dataclass(slots=True)
@@ -157,7 +158,8 @@ class SessionSupervisor(RoleActor):
 
     def on_open_session(self, msg: OpenSession) -> None:
         self.state.sessions.setdefault(
-            msg.session_id, SessionState(msg.session_id, msg.cwd, list(msg.history))
+            msg.session_id,
+            SessionState(msg.session_id, msg.cwd, list(msg.history), tools=msg.tools),
         )
 
     def on_close_session(self, msg: CloseSession) -> None:
@@ -210,7 +212,7 @@ class SessionSupervisor(RoleActor):
             model=route.model,
             history=tuple(session.history),
             system=self.config.system_prompt,
-            tools=self.tools,
+            tools=self.tools + session.tools if session.tools else self.tools,
             max_tokens=self.config.max_tokens,
         )
         self.directory.tell(TRACKER, BeginAttempt(session.session_id, session.attempt))
@@ -226,7 +228,13 @@ class SessionSupervisor(RoleActor):
             return None
         return session
 
-    def _end_attempt(self, session: SessionState, reason: EndReason, after: AfterAttempt) -> None:
+    def _end_attempt(
+        self,
+        session: SessionState,
+        reason: EndReason,
+        after: AfterAttempt,
+        next_model: str | None = None,
+    ) -> None:
         """Close the stream and have the tracker discard the attempt's cards, then do ``after``."""
         assert session.turn is not None
         session.turn.after = after
@@ -234,7 +242,9 @@ class SessionSupervisor(RoleActor):
             return  # already ending; the new plan replaces the old one
         session.phase = "ending"
         self.directory.tell(READER, CloseStream(session.session_id, session.attempt))
-        self.directory.tell(TRACKER, EndAttempt(session.session_id, session.attempt, reason))
+        self.directory.tell(
+            TRACKER, EndAttempt(session.session_id, session.attempt, reason, next_model)
+        )
 
     def on_stream_failed(self, msg: StreamFailed) -> None:
         session = self._live(msg.session_id, msg.attempt, "streaming")
@@ -277,7 +287,7 @@ class SessionSupervisor(RoleActor):
             return
         self.state.fallbacks += 1
         logger.info("falling back to %s for %s: %s", msg.model, msg.session_id, msg.error)
-        self._end_attempt(session, "model_fallback", AfterAttempt("fallback"))
+        self._end_attempt(session, "model_fallback", AfterAttempt("fallback"), msg.model)
 
     def on_attempt_ended(self, msg: AttemptEnded) -> None:
         session = self._live(msg.session_id, msg.attempt, "ending")
@@ -329,12 +339,12 @@ class SessionSupervisor(RoleActor):
         if msg.finish_reason is FinishReason.MAX_TOKENS and msg.calls:
             # Output was cut at the token limit: even a repaired call is a half-made one,
             # so it never runs; its card is discarded and the turn stops at max_tokens.
-            self._end_attempt(session, "completed", AfterAttempt("max_tokens"))
+            self._end_attempt(session, "max_tokens", AfterAttempt("max_tokens"))
             return
         if msg.finish_reason is FinishReason.REFUSAL:
             # The refused prompt and all that followed leave history (ACP "refusal").
             del session.history[turn.history_mark :]
-            self._end_attempt(session, "completed", AfterAttempt("refusal"))
+            self._end_attempt(session, "refusal", AfterAttempt("refusal"))
             return
         if msg.content.parts:
             session.history.append(msg.content)

@@ -148,7 +148,11 @@ class ToolExecutor(RoleActor):
             # Cancelled before the calls got here: they never ran, so their cards are discarded.
             self._frames(
                 msg.session_id,
-                *(frames.discarded(c.call_id, c.call.name) for c in msg.calls if c.prepared),
+                *(
+                    frames.discarded(c.call_id, c.call.name, "cancel")
+                    for c in msg.calls
+                    if c.prepared
+                ),
             )
             self._report(
                 msg.session_id, msg.attempt, [_cancelled(c) for c in msg.calls], cancelled=True

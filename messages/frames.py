@@ -9,7 +9,7 @@ older client still sees a terminal card.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 
 def provenance_meta(tool_name: str) -> dict[str, Any]:
@@ -43,14 +43,53 @@ def preparing(call_id: str, tool_name: str, kind: str) -> dict[str, Any]:
     }
 
 
-def discarded(call_id: str, tool_name: str) -> dict[str, Any]:
-    """Terminal update for a preparation whose attempt was abandoned."""
+DiscardReason = Literal[
+    "retry", "model_fallback", "cancel", "stream_error", "crash", "max_tokens", "refusal"
+]
+"""Why a card's call never ran: ``_meta.discardReason`` of its terminal frame."""
+
+
+def discard_title(tool_name: str, reason: DiscardReason, next_model: str | None = None) -> str:
+    """What a client that knows nothing of discards shows on the card: not a bare failure."""
+    match reason:
+        case "retry":
+            why = "the model retried"
+        case "model_fallback":
+            why = f"fell back to {next_model}" if next_model else "fell back to another model"
+        case "cancel":
+            why = "cancelled"
+        case "stream_error":
+            why = "stream failed"
+        case "crash":
+            why = "the agent stopped unexpectedly"
+        case "max_tokens":
+            why = "the reply hit the token limit"
+        case "refusal":
+            why = "the model refused"
+        case _:
+            assert_never(reason)
+    return f"{tool_name}: not run, {why}"
+
+
+def discarded(
+    call_id: str, tool_name: str, reason: DiscardReason, *, next_model: str | None = None
+) -> dict[str, Any]:
+    """Terminal update for a card whose call never ran: its attempt was abandoned.
+
+    ``failed`` with no content, as the design prescribes, plus a ``title``
+    saying what happened, since a client unaware of ``_meta`` renders any
+    ``failed`` card as a broken tool. Never arguments or locations: they may
+    be partial.
+    """
     return {
         "sessionUpdate": "tool_call_update",
         "toolCallId": call_id,
         "status": "failed",
+        "title": discard_title(tool_name, reason, next_model),
         "content": [],
-        "_meta": _meta(tool_name, phase="preparing", preparationDiscarded=True),
+        "_meta": _meta(
+            tool_name, phase="preparing", preparationDiscarded=True, discardReason=reason
+        ),
     }
 
 

@@ -19,14 +19,14 @@ from toolprep.messages.content import (
     Part,
     Usage,
 )
+from toolprep.messages.frames import DiscardReason
 from toolprep.messages.permissions import PermissionRequest
-from toolprep.messages.requests import ModelRequest, StreamError
+from toolprep.messages.requests import ModelRequest, StreamError, ToolDeclaration
 from toolprep.messages.sinks import SessionSink
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
-EndReason = Literal[
-    "retry", "model_fallback", "cancel", "stream_error", "crash", "completed", "shutdown"
-]
+EndReason = DiscardReason
+"""Why an attempt was abandoned; its cards not yet running are discarded for that reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +133,8 @@ class OpenSession:
     cwd: str
     history: tuple[Content, ...] = ()
     """What the model saw in an earlier life of the session (restored from a store)."""
+    tools: tuple[ToolDeclaration, ...] = ()
+    """Tools of this session only (its MCP servers'), offered after the runtime's own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +193,8 @@ class EndAttempt:
     session_id: str
     attempt: int
     reason: EndReason
+    next_model: str | None = None
+    """The model a fallback goes on with (named in the discarded cards' titles)."""
 
 
 @dataclass(frozen=True, slots=True)

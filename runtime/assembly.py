@@ -21,6 +21,7 @@ from toolprep.runtime.config import (
     scrubbed_variable_names,
 )
 from toolprep.runtime.host import Runtime, RuntimeConfig
+from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, McpConfig
 from toolprep.runtime.retry import RetryPolicy
 from toolprep.runtime.store import SessionStore
 from toolprep.runtime.tools.config import ToolConfig
@@ -39,6 +40,7 @@ RUNTIME_OPTIONS = (
     "replay",
     "allow_shell",
     "scrub_env",
+    "mcp_call_timeout",
     "log_level",
     "data_dir",
 )
@@ -59,6 +61,9 @@ def check_options(options: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` / ``OSError`` now for options no runtime could be built from."""
     settings = _settings(options)
     scrubbed_variable_names(options["scrub_env"])
+    timeout = options.get("mcp_call_timeout")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"--mcp-call-timeout must be > 0, got {timeout}")
     if settings.provider == "replay":
         from toolprep.runtime.providers.replay import ReplayProvider
 
@@ -96,7 +101,12 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     retry = RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
     path = store_path(options)
     store = SessionStore(path) if path is not None else None
-    return Runtime(routes, registry, RuntimeConfig(retry=retry), store=store)
+    # MCP servers inherit what shell commands inherit: no provider credentials.
+    mcp = McpConfig(
+        call_timeout_s=options.get("mcp_call_timeout") or DEFAULT_CALL_TIMEOUT_S,
+        environment=environment,
+    )
+    return Runtime(routes, registry, RuntimeConfig(retry=retry), store=store, mcp=mcp)
 
 
 def _settings(options: Mapping[str, Any]) -> ProviderSettings:

@@ -15,11 +15,12 @@ from typing import NamedTuple
 from toolprep.runtime.assembly import configure_logging
 from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
 from toolprep.runtime.gc_tuning import tune_gc_for_daemon
+from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.session_host import SessionArchive, SessionHost, SessionHostError
 from toolprep.runtime.stop_signals import StopSignals
-from toolprep.runtime.store import StoreError
+from toolprep.runtime.store import SessionStore, StoreError
 
 
 def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
@@ -92,6 +93,14 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="keep variable NAME out of tool subprocesses (repeatable; also "
         "TOOLPREP_SCRUB_ENV=A,B); provider keys and *_API_KEY are always kept out",
+    )
+    acp.add_argument(
+        "--mcp-call-timeout",
+        type=float,
+        default=DEFAULT_CALL_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long a call to a session's MCP server may take before its card fails "
+        f"(default {DEFAULT_CALL_TIMEOUT_S:g})",
     )
     acp.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
     persistence = acp.add_mutually_exclusive_group()
@@ -192,6 +201,8 @@ def run_acp(args: argparse.Namespace) -> int:
 class _Hosted(NamedTuple):
     host: SessionHost
     archive: SessionArchive | None
+    store: SessionStore | None
+    """This process's connection to the store, closed (checkpointing the WAL) at exit."""
 
 
 def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
@@ -227,11 +238,11 @@ def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
             front_store.close()
         runtime = runtime_from_options(options)
         stop.on_force = runtime.kill_tool_processes_now
-        return _Hosted(runtime, runtime if runtime.store is not None else None)
+        return _Hosted(runtime, runtime if runtime.store is not None else None, runtime.store)
     spec = WorkerSpec("toolprep.runtime.assembly:runtime_from_options", options)
     worker_host = WorkerHost(spec, workers, store=front_store)
     stop.on_force = worker_host.kill_tool_processes_now
-    return _Hosted(worker_host, worker_host if front_store is not None else None)
+    return _Hosted(worker_host, worker_host if front_store is not None else None, front_store)
 
 
 def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
@@ -254,6 +265,8 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
     agent = AcpAgent(hosted.host, connection, hosted.archive)
     tune_gc_for_daemon()
     agent.serve(lambda: stop.requested)
+    if hosted.store is not None:
+        hosted.store.close()
     return 0
 
 
@@ -308,6 +321,8 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     logging.getLogger(__name__).info("stop requested: ending the running turns")
     pool.shutdown()
     server.shutdown()
+    if hosted.store is not None:
+        hosted.store.close()
     return 0
 
 

@@ -98,10 +98,13 @@ class _Timeline:
             )
             return
         phase = "discarded" if meta.get("preparationDiscarded") else meta.get("phase", "")
-        self.show(
+        line = (
             f"{self.elapsed()}  {kind:<16} {update.get('toolCallId', ''):<28} "
             f"{update.get('status', ''):<12} {phase:<10} {meta.get('toolName', '')}"
         )
+        if meta.get("preparationDiscarded"):
+            line += f'  "{update.get("title", "")}"'  # what a client unaware of _meta shows
+        self.show(line)
 
 
 def run_demo(*, json_output: bool = False, replay_file: str | None = None) -> int:

@@ -9,6 +9,9 @@ streams, one timer thread and a bounded tool pool.
 Processes a tool call leaves behind (a shell command's background children)
 live as long as the turn that started them: the host stops them when the
 session has no prompt outstanding any more, and stops all of them at shutdown.
+A session's MCP servers (``runtime.mcp``) live as long as the session: their
+tools are the session's own, offered after the shared registry's, and the
+servers stop when the session closes or the runtime shuts down.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from toolprep.messages.turns import (
     TurnResult,
 )
 from toolprep.runtime.local_host import ClientRequests
+from toolprep.runtime.mcp import McpConfig, McpServerSpec
+from toolprep.runtime.mcp.hub import McpHub
 from toolprep.runtime.retry import RetryPolicy
 from toolprep.runtime.scheduler import Scheduler
 from toolprep.runtime.session_host import (
@@ -90,14 +95,17 @@ class Runtime:
         config: RuntimeConfig | None = None,
         *,
         store: SessionStore | None = None,
+        mcp: McpConfig | None = None,
     ) -> None:
         """``store``, if given, keeps every session's frames and history (``restore_session``
-        opens one again); the caller owns it and closes it after ``shutdown``."""
+        opens one again); the caller owns it and closes it after ``shutdown``. ``mcp``
+        bounds and scrubs the MCP servers sessions are opened with."""
         if not routes:
             raise ValueError("at least one model route is needed")
         self.store = store
         self.config = config or RuntimeConfig()
         self.registry = registry or default_registry()
+        self.mcp = McpHub(mcp)
         self.routes = tuple(routes)
         self.scheduler = Scheduler()
         self.directory = self._make_directory()
@@ -142,6 +150,7 @@ class Runtime:
             "workers": cfg.tool_workers,
             "timeout": cfg.tool_timeout,
             "client_fs_for": self._client_fs.get,
+            "session_tool": self.mcp.tool,
         }
         return {
             EMITTER: (AcpEmitter, (self.emitter_state,), {}),
@@ -179,6 +188,7 @@ class Runtime:
         session_id: str | None = None,
         *,
         editor: EditorCapabilities = NO_EDITOR,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> str:
         """Open a session whose output goes to ``sink``; see ``SessionHost.open_session``.
 
@@ -188,7 +198,7 @@ class Runtime:
         """
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
         resolved = str(Path(cwd).resolve())
-        self._open(session_id, resolved, sink, editor, (), create_in_store=True)
+        self._open(session_id, resolved, sink, editor, (), mcp_servers, create_in_store=True)
         return session_id
 
     def restore_session(
@@ -197,11 +207,14 @@ class Runtime:
         sink: FrameSink | SessionSink,
         *,
         editor: EditorCapabilities = NO_EDITOR,
+        mcp_servers: Sequence[McpServerSpec] = (),
+        with_frames: bool = True,
     ) -> StoredSession:
         """Open a stored session again, its history as the model last saw it.
 
-        Returns what was stored (the frames to replay to the editor among it).
-        Raises ``UnknownSession`` for an id the store does not hold.
+        Returns what was stored (the frames to replay to the editor among it,
+        unless ``with_frames`` is False). Raises ``UnknownSession`` for an id
+        the store does not hold.
         """
         if self.store is None:
             raise UnknownSession(session_id)
@@ -212,8 +225,8 @@ class Runtime:
         self._wait_for_journal(f"restoring {session_id}")
         self.store.claim(session_id)  # refused while another live process serves it
         self.store.close_open_cards(session_id)  # what a crash of its last process left open
-        stored = self.store.load(session_id)
-        self._open(session_id, stored.info.cwd, sink, editor, stored.history)
+        stored = self.store.load(session_id, frames=with_frames)
+        self._open(session_id, stored.info.cwd, sink, editor, stored.history, mcp_servers)
         return stored
 
     # --- SessionArchive, when built with a store ---------------------------------------------
@@ -225,11 +238,15 @@ class Runtime:
         *,
         editor: EditorCapabilities = NO_EDITOR,
         replay: bool = True,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> None:
-        stored = self.restore_session(session_id, sink, editor=editor)
-        if replay:  # no turn can start before this returns, so nothing overtakes them
-            for frame in stored.frames:
-                sink.send_update(session_id, frame)
+        self.restore_session(
+            session_id, sink, editor=editor, mcp_servers=mcp_servers, with_frames=False
+        )
+        if replay and self.store is not None:
+            # No turn can start before this returns, so nothing overtakes them.
+            for frame in self.store.encoded_frames(session_id):
+                sink.send_encoded_update(session_id, frame)
 
     def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None
@@ -270,6 +287,7 @@ class Runtime:
         sink: FrameSink | SessionSink,
         editor: EditorCapabilities,
         history: tuple[Content, ...],
+        mcp_servers: Sequence[McpServerSpec] = (),
         *,
         create_in_store: bool = False,
     ) -> None:
@@ -286,16 +304,21 @@ class Runtime:
             self._sessions.add(session_id)
             if client_fs is not None:
                 self._client_fs[session_id] = client_fs
-        if create_in_store and self.store is not None:
-            try:
+        try:
+            if create_in_store and self.store is not None:
                 self.store.create(session_id, cwd, self.routes[0].model)
-            except BaseException:
-                with self._lock:
-                    self._sessions.discard(session_id)
-                    self._client_fs.pop(session_id, None)
-                raise
+            # Started before the session can take a prompt, so its first turn has the tools.
+            own_tools = self.mcp.open(session_id, cwd, mcp_servers)
+        except BaseException:
+            with self._lock:
+                self._sessions.discard(session_id)
+                self._client_fs.pop(session_id, None)
+            self.mcp.close(session_id)
+            raise
         self.directory.tell(EMITTER, AttachSink(session_id, sink))
-        self.directory.tell(SUPERVISOR, OpenSession(session_id, cwd, history))
+        self.directory.tell(
+            SUPERVISOR, OpenSession(session_id, cwd, history, own_tools.declarations())
+        )
 
     def has_session(self, session_id: str) -> bool:
         with self._lock:
@@ -342,9 +365,14 @@ class Runtime:
                 found.append(tool.processes)
         return found
 
+    def watched_process_groups(self) -> list[ProcessGroups]:
+        """Every process-group tracker whose groups must die with this process: the tools'
+        and the MCP servers' (a worker's front kills them should the worker die)."""
+        return [*self.tool_process_groups(), self.mcp.processes]
+
     def kill_tool_processes_now(self) -> None:
-        """SIGKILL every tool process at once; safe to call from a signal handler."""
-        for groups in self.tool_process_groups():
+        """SIGKILL every tool and MCP server process at once; safe in a signal handler."""
+        for groups in self.watched_process_groups():
             groups.kill_now()
 
     def _require(self, session_id: str) -> None:
@@ -376,6 +404,7 @@ class Runtime:
         # The supervisor detaches the sink once the session's last frames are out.
         self.directory.tell(SUPERVISOR, CloseSession(session_id))
         self._requests.settle_session(session_id)
+        self.mcp.close(session_id)  # its servers stop in the background
         if self.store is not None:
             # Another process may open it once released: what it recorded is written first.
             self._wait_for_journal(f"releasing {session_id}")
@@ -419,6 +448,7 @@ class Runtime:
                 logger.warning("turn did not end at shutdown: %r", exc)
         for groups in self.tool_process_groups():
             groups.stop(wait=True)
+        self.mcp.shutdown(max(1.0, deadline - time.monotonic()))
         self.reader_state.stop_loop([route.provider for route in self.routes])
         self.directory.stop_all()
         if self.journal is not None and not self.journal.close(JOURNAL_WAIT_S):

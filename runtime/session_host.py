@@ -52,6 +52,7 @@ from typing import Any, Protocol, runtime_checkable
 from toolprep.messages.content import Part
 from toolprep.messages.permissions import PERMISSION_OUTCOMES, PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult
+from toolprep.runtime.mcp.specs import McpServerSpec
 
 
 class SessionHostError(Exception):
@@ -203,9 +204,13 @@ class SessionHost(Protocol):
         session_id: str | None = None,
         *,
         editor: EditorCapabilities = NO_EDITOR,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> str:
         """Open a session working in ``cwd``; its output goes to ``sink``. Returns its id.
 
+        ``mcp_servers`` run where the session runs, for as long as it is open,
+        and their tools are the session's; one that cannot be started is left
+        out (a warning is logged) and the session opens without its tools.
         Raises ``HostClosed`` after ``shutdown``.
         """
 
@@ -244,8 +249,12 @@ class SessionArchive(Protocol):
         *,
         editor: EditorCapabilities = NO_EDITOR,
         replay: bool = True,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> None:
         """Open a stored session again, history included, its output going to ``sink``.
+
+        ``mcp_servers`` are the ones given now (servers are not stored), as for
+        ``SessionHost.open_session``.
 
         With ``replay`` the frames it sent before reach ``sink`` first, ahead
         of anything new, before this returns; every card among them is

@@ -35,6 +35,7 @@ from toolprep.runtime.acp.errors import (
 )
 from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, OversizedMessage
 from toolprep.runtime.acp.prompt_content import prompt_to_parts
+from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers
 from toolprep.runtime.session_host import (
     ClientRequest,
     EditorAnswer,
@@ -206,17 +207,24 @@ def _editor_answer(method: str, done: Future[Any]) -> EditorAnswer:
     return FileRead(content)
 
 
-def _session_directory(params: Any) -> str:
-    """The ``cwd`` of ``session/new`` or ``session/load``: an absolute, existing directory."""
+def _session_directory(params: Any) -> tuple[str, tuple[McpServerSpec, ...]]:
+    """The ``cwd`` of ``session/new`` or ``session/load`` (an absolute, existing
+    directory) and the MCP servers to run for the session.
+
+    A malformed server entry is refused with ``-32602`` naming the field; a
+    well-formed one that fails to start does not fail the request (see
+    ``SessionHost.open_session``).
+    """
     cwd = require(params, "cwd", str)
     if not os.path.isabs(cwd):
         raise RpcError(INVALID_PARAMS, "Invalid params: 'cwd' must be an absolute path")
     if not os.path.isdir(cwd):
         raise RpcError(INVALID_PARAMS, f"Invalid params: 'cwd' is not a directory: {cwd}")
-    servers = params.get("mcpServers", [])
-    if not isinstance(servers, list):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'mcpServers' must be an array")
-    return cwd
+    try:
+        servers = parse_servers(params.get("mcpServers"))
+    except ValueError as exc:
+        raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+    return cwd, servers
 
 
 def _iso8601(seconds: float) -> str:
@@ -272,7 +280,7 @@ class AcpAgent:
             "agentCapabilities": {
                 "loadSession": self.archive is not None,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": {"http": True, "sse": True},
                 "sessionCapabilities": (
                     {"close": {}, "list": {}, "delete": {}, "resume": {}}
                     if self.archive is not None
@@ -287,10 +295,14 @@ class AcpAgent:
         return {}
 
     def new_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
-        cwd = _session_directory(params)
+        cwd, servers = _session_directory(params)
         try:
             session_id = self.host.open_session(
-                cwd, self._sink, f"sess_{uuid.uuid4().hex}", editor=self._editor()
+                cwd,
+                self._sink,
+                f"sess_{uuid.uuid4().hex}",
+                editor=self._editor(),
+                mcp_servers=servers,
             )
         except SessionLimitReached as exc:
             raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
@@ -319,9 +331,11 @@ class AcpAgent:
     def _reopen(self, params: Any, *, replay: bool) -> None:
         assert self.archive is not None
         session_id = require(params, "sessionId", str)
-        _session_directory(params)
+        _cwd, servers = _session_directory(params)
         try:
-            self.archive.load_session(session_id, self._sink, editor=self._editor(), replay=replay)
+            self.archive.load_session(
+                session_id, self._sink, editor=self._editor(), replay=replay, mcp_servers=servers
+            )
         except UnknownSession as exc:
             raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
         except SessionLimitReached as exc:

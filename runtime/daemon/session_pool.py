@@ -29,6 +29,7 @@ from toolprep.messages.content import Part
 from toolprep.messages.permissions import PermissionOutcome
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.daemon.shared_session import ClientConnection, SharedSession
+from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.session_host import (
     NO_EDITOR,
     EditorAnswer,
@@ -94,10 +95,13 @@ class SessionPool:
         cwd: str | Path,
         session_id: str | None,
         editor: EditorCapabilities,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> str:
         shared = self._reserve(session_id, str(cwd))
         try:
-            opened = self.host.open_session(cwd, shared, shared.session_id, editor=editor)
+            opened = self.host.open_session(
+                cwd, shared, shared.session_id, editor=editor, mcp_servers=mcp_servers
+            )
         except BaseException:
             self._forget(shared.session_id)
             raise
@@ -105,8 +109,18 @@ class SessionPool:
         return opened
 
     def load(
-        self, client: ClientConnection, session_id: str, editor: EditorCapabilities, replay: bool
+        self,
+        client: ClientConnection,
+        session_id: str,
+        editor: EditorCapabilities,
+        replay: bool,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> None:
+        """Attach ``client`` to the session, opening it from the store if it is not live.
+
+        A live session keeps the MCP servers it was opened with: ``mcp_servers``
+        only start with a session that is opened here.
+        """
         with self._lock:
             live = self._sessions.get(session_id)
         if live is not None:
@@ -118,7 +132,9 @@ class SessionPool:
         shared = self._reserve(session_id, "")
         try:
             # Replayed into the shared session, which keeps the frames for whoever attaches.
-            self.archive.load_session(session_id, shared, editor=editor, replay=True)
+            self.archive.load_session(
+                session_id, shared, editor=editor, replay=True, mcp_servers=mcp_servers
+            )
         except BaseException:
             self._forget(session_id)
             raise
@@ -283,9 +299,10 @@ class PoolClient:
         session_id: str | None = None,
         *,
         editor: EditorCapabilities = NO_EDITOR,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> str:
         client = self._bind(sink, session_id or "")
-        return self._pool.open(client, cwd, session_id, editor)
+        return self._pool.open(client, cwd, session_id, editor, mcp_servers)
 
     def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
         return self._pool.prompt(self._bound(), session_id, parts)
@@ -321,9 +338,10 @@ class PoolClient:
         *,
         editor: EditorCapabilities = NO_EDITOR,
         replay: bool = True,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> None:
         client = self._bind(sink, session_id)
-        self._pool.load(client, session_id, editor, replay)
+        self._pool.load(client, session_id, editor, replay, mcp_servers)
 
     def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None

@@ -53,8 +53,10 @@ Arguments
   at finish the text must be a JSON object (empty -> ``{}``). Text cut off
   mid-object is repaired only when closing quotes and brackets yields the
   one possible reading; the chunk's finish reason then becomes
-  ``MAX_TOKENS`` so nobody mistakes it for a complete answer. Anything else
-  fails the attempt with a retryable ``malformed`` error.
+  ``MAX_TOKENS`` so nobody mistakes it for a complete answer. Text the token
+  limit (``length``) cut past repair yields no call at all (its card is
+  discarded, the turn stops at ``max_tokens``). Anything else fails the
+  attempt with a retryable ``malformed`` error.
 """
 
 from __future__ import annotations
@@ -512,6 +514,11 @@ class OpenAIStreamAdapter:
                 try:
                     args, repaired = parse_arguments("".join(call.fragments), allow_repair=True)
                 except ArgumentsError as exc:
+                    if reason is FinishReason.MAX_TOKENS:
+                        # Cut by the token limit past repair: no call comes out, so its card
+                        # is discarded and the turn stops at max_tokens, as on Anthropic;
+                        # retrying would be cut at the same place again.
+                        continue
                     raise malformed(f"tool call {call_id} ({call.name}): {exc}") from None
                 if repaired:
                     reason = FinishReason.MAX_TOKENS

@@ -27,13 +27,19 @@ class CancelEvent(threading.Event):
             future.cancel()
 
     def cancel_with(self, future: Future[Any]) -> None:
-        """Cancel ``future`` when this fires (at once if it already has)."""
+        """Cancel ``future`` when this fires (at once if it already has).
+
+        The done callback is added outside the guard: for a future that is
+        already done it runs at once, on this thread, and takes the guard.
+        """
         with self._guard:
-            if not self.is_set():
+            armed = not self.is_set()
+            if armed:
                 self._waiting.add(future)
-                future.add_done_callback(self._forget)
-                return
-        future.cancel()
+        if not armed:
+            future.cancel()
+            return
+        future.add_done_callback(self._forget)
 
     def _forget(self, future: Future[Any]) -> None:
         with self._guard:

@@ -1,6 +1,7 @@
 """What crosses the worker pipes, as JSON-able values: prompt parts, turn results,
-the requests a session sends its caller, and the caller's answers. The session
-store keeps histories in the same form of parts.
+the requests a session sends its caller, the caller's answers, and the MCP
+servers a session is opened with (in their ACP shape). The session store keeps
+histories in the same form of parts.
 
 Each ``dump_*`` has a ``load_*`` that rebuilds the same frozen value, so both
 sides of a pipe speak the types of ``messages`` and ``session_host`` and
@@ -23,6 +24,7 @@ from toolprep.messages.content import (
     Usage,
 )
 from toolprep.messages.turns import StopReason, TurnResult
+from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers, to_acp
 from toolprep.runtime.session_host import (
     ClientRequest,
     EditorAnswer,
@@ -164,6 +166,17 @@ def load_answer(raw: Any) -> EditorAnswer:
             return EditorFailed(reason)
         case _:
             raise WireError(f"not an editor answer: {raw!r}")
+
+
+def dump_mcp_servers(specs: Sequence[McpServerSpec]) -> list[dict[str, Any]]:
+    return [to_acp(spec) for spec in specs]
+
+
+def load_mcp_servers(raw: Any) -> tuple[McpServerSpec, ...]:
+    try:
+        return parse_servers(raw, field="mcp_servers")
+    except ValueError as exc:
+        raise WireError(f"not MCP servers: {exc}") from None
 
 
 def _optional_int(value: Any) -> int | None:

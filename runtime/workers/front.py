@@ -39,6 +39,7 @@ from toolprep.messages.content import Part
 from toolprep.messages.frames import discarded
 from toolprep.messages.permissions import PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult
+from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.session_host import (
     NO_EDITOR,
     EditorAnswer,
@@ -50,7 +51,13 @@ from toolprep.runtime.session_host import (
     UnknownSession,
 )
 from toolprep.runtime.tools.process_groups import signal_group
-from toolprep.runtime.workers.codec import dump_answer, dump_parts, load_request, load_result
+from toolprep.runtime.workers.codec import (
+    dump_answer,
+    dump_mcp_servers,
+    dump_parts,
+    load_request,
+    load_result,
+)
 from toolprep.runtime.workers.process import WorkerProcess, WorkerSpec
 from toolprep.runtime.workers.wire import WireError
 
@@ -93,6 +100,8 @@ class _Session:
     # Prompts that arrived while the session's worker was being replaced.
     deferred: list[tuple[bytes, Future[TurnResult]]] = field(default_factory=list)
     closed: bool = False
+    # Sent with every open, so a replacement worker starts them again.
+    mcp_servers: tuple[McpServerSpec, ...] = ()
 
 
 class _Worker(WorkerProcess):
@@ -161,13 +170,21 @@ class WorkerHost:
         session_id: str | None = None,
         *,
         editor: EditorCapabilities = NO_EDITOR,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> str:
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
-        self._place(session_id, str(Path(cwd).resolve()), sink, editor, "new")
+        cwd = str(Path(cwd).resolve())
+        self._place(session_id, cwd, sink, editor, "new", tuple(mcp_servers))
         return session_id
 
     def _place(
-        self, session_id: str, cwd: str, sink: FrameSink, editor: EditorCapabilities, how: OpenHow
+        self,
+        session_id: str,
+        cwd: str,
+        sink: FrameSink,
+        editor: EditorCapabilities,
+        how: OpenHow,
+        mcp_servers: tuple[McpServerSpec, ...],
     ) -> None:
         """Open the session on the least loaded live worker."""
         with self._lock:
@@ -179,7 +196,7 @@ class WorkerHost:
             if not live:
                 raise WorkerCrashed("no worker process is running")
             worker = min(live, key=lambda w: len(w.sessions))
-            session = _Session(session_id, sink, cwd, editor, worker)
+            session = _Session(session_id, sink, cwd, editor, worker, mcp_servers=mcp_servers)
             self._sessions[session_id] = session
             worker.sessions[session_id] = session
         try:
@@ -199,16 +216,17 @@ class WorkerHost:
         *,
         editor: EditorCapabilities = NO_EDITOR,
         replay: bool = True,
+        mcp_servers: Sequence[McpServerSpec] = (),
     ) -> None:
         if self._store is None:
             raise UnknownSession(session_id)
         info = self._store.info(session_id)
-        self._place(session_id, info.cwd, sink, editor, "restore")
+        self._place(session_id, info.cwd, sink, editor, "restore", tuple(mcp_servers))
         if replay:
             # The worker closed what a crash had left open before it restored the session,
             # and no turn can start before this returns, so nothing overtakes these.
-            for frame in self._store.load(session_id).frames:
-                sink.send_update(session_id, frame)
+            for frame in self._store.encoded_frames(session_id):
+                sink.send_encoded_update(session_id, frame)
 
     def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None
@@ -331,7 +349,8 @@ class WorkerHost:
             call_id, call = self._register(worker, "open", session)
         editor = session.editor
         header = ["open", call_id, session.session_id, session.cwd]
-        self._send(worker, [*header, editor.read_text_file, editor.write_text_file, how])
+        servers = dump_mcp_servers(session.mcp_servers)
+        self._send(worker, [*header, editor.read_text_file, editor.write_text_file, how, servers])
         return call.future
 
     def _answer(self, session_id: str, command: list[Any]) -> bool:
@@ -470,7 +489,7 @@ class WorkerHost:
         cards, session.open_cards = session.open_cards, {}
         for call_id, tool_name in cards.items():
             try:
-                session.sink.send_update(session.session_id, discarded(call_id, tool_name))
+                session.sink.send_update(session.session_id, discarded(call_id, tool_name, "crash"))
             except Exception:
                 logger.exception("the sink of %s failed on a discard", session.session_id)
 

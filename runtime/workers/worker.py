@@ -30,6 +30,7 @@ from toolprep.messages.permissions import check_outcome
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.gc_tuning import tune_gc_for_daemon
 from toolprep.runtime.host import Runtime
+from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.session_host import (
     ClientRequest,
     EditorCapabilities,
@@ -40,6 +41,7 @@ from toolprep.runtime.workers.codec import (
     dump_request,
     dump_result,
     load_answer,
+    load_mcp_servers,
     load_parts,
 )
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
@@ -108,9 +110,11 @@ class WorkerLoop:
                 bool(can_read),
                 bool(can_write),
                 "new" | "restore" | "restore_or_new" as how,
+                list(servers),
             ]:
                 editor = EditorCapabilities(read_text_file=can_read, write_text_file=can_write)
-                self._answer(call_id, lambda: self._open(sid, cwd, editor, how))
+                specs = load_mcp_servers(servers)
+                self._answer(call_id, lambda: self._open(sid, cwd, editor, how, specs))
             case ["prompt", int(call_id), str(sid)]:
                 self._prompt(call_id, sid, payload)
             case ["cancel", str(sid)]:
@@ -132,15 +136,30 @@ class WorkerLoop:
             case _:
                 raise WireError(f"not a worker command: {header!r}")
 
-    def _open(self, session_id: str, cwd: str, editor: EditorCapabilities, how: str) -> str:
-        if how == "new" or (how == "restore_or_new" and self.runtime.store is None):
-            return self.runtime.open_session(Path(cwd), self.sink, session_id, editor=editor)
+    def _open(
+        self,
+        session_id: str,
+        cwd: str,
+        editor: EditorCapabilities,
+        how: str,
+        servers: tuple[McpServerSpec, ...],
+    ) -> str:
+        """Open the session here; its MCP servers start in this process, beside it."""
+        runtime, sink = self.runtime, self.sink
+        if how == "new" or (how == "restore_or_new" and runtime.store is None):
+            return runtime.open_session(
+                Path(cwd), sink, session_id, editor=editor, mcp_servers=servers
+            )
         try:
-            self.runtime.restore_session(session_id, self.sink, editor=editor)
+            runtime.restore_session(
+                session_id, sink, editor=editor, mcp_servers=servers, with_frames=False
+            )
         except UnknownSession:
             if how == "restore":
                 raise
-            return self.runtime.open_session(Path(cwd), self.sink, session_id, editor=editor)
+            return runtime.open_session(
+                Path(cwd), sink, session_id, editor=editor, mcp_servers=servers
+            )
         return session_id
 
     def _prompt(self, call_id: int, session_id: str, payload: bytes) -> None:
@@ -182,12 +201,13 @@ class WorkerLoop:
 
 
 def report_tool_groups(runtime: Runtime, writer: FrameWriter) -> None:
-    """Tell the front of every tool process group, so it can kill them should this process die."""
+    """Tell the front of every tool and MCP server process group, so it can kill them
+    should this process die."""
 
     def changed(pgid: int, live: bool) -> None:
         writer.write(["tool_group", pgid, live])
 
-    for groups in runtime.tool_process_groups():
+    for groups in runtime.watched_process_groups():
         groups.on_change = changed
 
 
@@ -227,6 +247,9 @@ def main(argv: list[str]) -> int:
         logger.error("the front sent something that is no command (%s); stopping", exc)
         runtime.shutdown()
         return 1
+    finally:
+        if runtime.store is not None:  # the factory's store: closing it checkpoints the WAL
+            runtime.store.close()
     return 0
 
 

@@ -195,6 +195,8 @@ def test_sessions_are_listed_and_loaded_alike_after_a_restart(
     finally:
         reader.close()
     assert restarted.stop() == 0
+    # Every process closed its connection: the write-ahead log was checkpointed away.
+    assert not Path(data, "sessions.db-wal").exists()
 
 
 def test_after_a_kill_the_interrupted_cards_load_as_discarded(

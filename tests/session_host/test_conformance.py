@@ -13,15 +13,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+import sys
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
+from tests.conftest import REPO_ROOT
 from tests.runtime import scenarios as sc
 from tests.session_host.hosts import HostUnderTest
 from tests.session_host.recording import RecordingFrameSink
+from tests.support.processes import none_with_argument_within, pids_with_argument
 from tests.support.runtime_harness import (
     TURN_END,
     check_cards,
@@ -31,6 +35,7 @@ from tests.support.runtime_harness import (
 )
 from toolprep.messages.content import TextPart
 from toolprep.messages.turns import TurnResult
+from toolprep.runtime.mcp.specs import StdioServer
 from toolprep.runtime.session_host import (
     ClientRequest,
     EditorCapabilities,
@@ -80,6 +85,32 @@ def test_prompt_streams_the_card_lifecycle_in_order_then_resolves(hosted: HostUn
     assert message_text(frames) == "Sunny in Paris."
     assert sink.session_ids() == {session_id}
     assert sink.requests() == []
+
+
+def test_mcp_servers_run_with_the_session_and_stop_when_it_closes(
+    hosted: HostUnderTest,
+) -> None:
+    """Wherever the session runs, its MCP server runs beside it and goes with it."""
+    tag = f"conformance-{uuid.uuid4().hex}"
+    server = StdioServer(
+        "echo",
+        sys.executable,
+        ("-m", "tests.support.mcp_echo_server", "--tag", tag),
+        (("PYTHONPATH", str(REPO_ROOT)),),
+    )
+    probe = ("call_probe", "mcp__echo__env_has", {"name": "PYTHONPATH"})
+    kind = hosted.kind
+    hosted.server.enqueue(sc.ok(sc.calls_turn(kind, [probe])), sc.ok(sc.text_turn(kind)))
+    session_id, sink = _open(hosted, mcp_servers=[server])
+    assert len(pids_with_argument(tag)) == 1
+    assert _prompt(hosted, session_id, sink).result(TURN_S).stop_reason == "end_turn"
+    assert "mcp__echo__env_has" in str(hosted.server.requests[0].body)
+    frames = sink.frames()
+    check_cards(frames)
+    assert lifecycle(frames) == {"call_probe": ["preparing", "in_progress", "completed"]}
+    assert "PYTHONPATH is set" in str(frames)
+    hosted.host.close_session(session_id)
+    assert none_with_argument_within(tag, TURN_S)
 
 
 def test_cancel_discards_every_card_before_the_cancelled_result(hosted: HostUnderTest) -> None:

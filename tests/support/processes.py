@@ -34,3 +34,32 @@ def pid_from(path: Path, seconds: float) -> int:
             return int(text)
         time.sleep(0.02)
     raise AssertionError(f"{path.name} was never written")
+
+
+def pids_with_argument(argument: str) -> list[int]:
+    """Live processes (no zombies) whose command line has ``argument`` as one of its words.
+
+    Read from the process table, so it finds processes the test never saw a pid of
+    (an MCP server the agent or one of its workers started).
+    """
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argument.encode() in words and alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def none_with_argument_within(argument: str, seconds: float) -> bool:
+    """Poll until no process has ``argument`` on its command line; False if some outlived it."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not pids_with_argument(argument):
+            return True
+        time.sleep(0.05)
+    return False

@@ -97,3 +97,20 @@ def test_editor_answers_round_trip(answer: EditorAnswer) -> None:
 def test_malformed_values_are_refused_by_name(load: Any, raw: Any, error: str) -> None:
     with pytest.raises(WireError, match=error):
         load(raw)
+
+
+def test_mcp_servers_round_trip_in_their_acp_shape() -> None:
+    from toolprep.runtime.mcp.specs import HttpServer, StdioServer
+
+    specs = (
+        StdioServer("echo", "/usr/bin/python3", ("-m", "echo"), (("TOKEN", "t0k"),)),
+        HttpServer("web", "http://127.0.0.1:9/mcp", "sse", (("Authorization", "Bearer x"),)),
+    )
+    dumped = _through_json(codec.dump_mcp_servers(specs))
+    assert dumped[0]["env"] == [{"name": "TOKEN", "value": "t0k"}]
+    assert codec.load_mcp_servers(dumped) == specs
+
+
+def test_malformed_mcp_servers_are_a_wire_error() -> None:
+    with pytest.raises(WireError, match=r"mcp_servers\[0\]\.command"):
+        codec.load_mcp_servers([{"name": "echo", "args": [], "env": []}])

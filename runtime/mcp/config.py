@@ -1,0 +1,40 @@
+"""Limits for the MCP servers of a runtime's sessions.
+
+Frozen, so one instance serves every session and worker thread. Every bound
+exists so that one misbehaving server costs one failed card or one missing
+set of tools, never a stuck session: a server that does not start within
+``start_timeout_s`` is left out, a call that gets no answer within
+``call_timeout_s`` fails, a stopping server gets ``stop_grace_s`` per step
+before it is killed, and what a call returns is capped before the model
+and the editor see it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from toolprep.runtime.tools.environment import EnvironmentPolicy
+
+DEFAULT_CALL_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class McpConfig:
+    """``environment`` decides what stdio servers inherit: the agent's environment minus
+    the provider credentials, exactly as for shell commands."""
+
+    # Below the worker front's 30 s wait for an open, so a slow server cannot leave a
+    # session open in a worker whose front already gave up on it.
+    start_timeout_s: float = 20.0
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    stop_grace_s: float = 1.0
+    max_message_bytes: int = 16 * 1024 * 1024
+    max_output_chars: int = 64 * 1024
+    environment: EnvironmentPolicy = field(default_factory=EnvironmentPolicy)
+
+    def __post_init__(self) -> None:
+        for name in ("start_timeout_s", "call_timeout_s", "max_message_bytes", "max_output_chars"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"McpConfig.{name} must be positive, got {getattr(self, name)!r}")
+        if self.stop_grace_s < 0:
+            raise ValueError(f"McpConfig.stop_grace_s must be >= 0, got {self.stop_grace_s!r}")
