@@ -15,6 +15,7 @@ sees the error. Only a call that never reached execution is *discarded*.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -194,35 +195,21 @@ class ToolExecutor(RoleActor):
         except Exception as exc:  # a tool's description must not stop the batch
             logger.warning("describing %s failed: %r", call.name, exc)
             title, locations = call.name, []
-        started = frames.execution_started(
+        describe = functools.partial(
+            frames.execution_started,
             request.call_id,
             call.name,
             title=title,
             kind=tool.kind,
             locations=locations,
             raw_input=call.args,
-            prepared=request.prepared,
         )
         if _asks_first(tool, call.args):
             if not request.prepared:  # the card opens now, waiting
-                self._frames(
-                    session_id,
-                    frames.execution_started(
-                        request.call_id,
-                        call.name,
-                        title=title,
-                        kind=tool.kind,
-                        locations=locations,
-                        raw_input=call.args,
-                        prepared=False,
-                        status="pending",
-                    ),
-                )
-                started = {**started, "sessionUpdate": "tool_call_update"}
-                started.pop("content", None)
-            batch.held = HeldStart(self.directory, session_id, started)
+                self._frames(session_id, describe(prepared=False, status="pending"))
+            batch.held = HeldStart(self.directory, session_id, describe(prepared=True))
         else:
-            self._frames(session_id, started)
+            self._frames(session_id, describe(prepared=request.prepared))
         context = ToolContext(
             session_id=session_id,
             cwd=cwd,

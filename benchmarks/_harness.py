@@ -102,13 +102,22 @@ def loopback_server(
     command = [sys.executable, "-m", "benchmarks.sse_server", "--rate", str(rate), "--tool", tool]
     if stall:
         command.append("--stall")
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    with port_reporting_process(command, "sse_server") as (process, port):
+        yield LoopbackServer(process, port)
+
+
+@contextmanager
+def port_reporting_process(
+    command: Sequence[str], name: str
+) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """Start a server process that prints its port as its first line; always stop it."""
+    process = subprocess.Popen(list(command), cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         line = process.stdout.readline().strip()
         if not line.isdigit():
-            raise RuntimeError(f"sse_server did not report a port (got {line!r})")
-        yield LoopbackServer(process, int(line))
+            raise RuntimeError(f"{name} did not report a port (got {line!r})")
+        yield process, int(line)
     finally:
         process.terminate()
         try:
@@ -401,19 +410,7 @@ class AcpClient:
 
     def call(self, method: str, params: Any, timeout: float = 30.0) -> Line:
         """Blocking request for set-up steps (never call from the drain thread)."""
-        done = threading.Event()
-        box: list[Line] = []
-
-        def got(response: Line, _read_ns: int) -> None:
-            box.append(response)
-            done.set()
-
-        self.request(method, params, got)
-        if not done.wait(timeout):
-            raise TimeoutError(f"no answer to {method} within {timeout}s")
-        if "error" in box[0]:
-            raise RuntimeError(f"{method} failed: {box[0]['error']}")
-        return box[0]
+        return blocking_call(self.request, method, params, timeout)
 
     def _write(self, data: bytes) -> None:
         with self._write_lock:
@@ -482,6 +479,28 @@ class AcpClient:
 
     def harness_threads(self) -> list[threading.Thread]:
         return [self.writer, self.drain]
+
+
+def blocking_call(
+    request: Callable[[str, Any, Callable[[Line, int], None]], None],
+    method: str,
+    params: Any,
+    timeout: float,
+) -> Line:
+    """Send with ``request(method, params, on_result)`` and wait for the success answer."""
+    done = threading.Event()
+    box: list[Line] = []
+
+    def got(response: Line, _read_ns: int) -> None:
+        box.append(response)
+        done.set()
+
+    request(method, params, got)
+    if not done.wait(timeout):
+        raise TimeoutError(f"no answer to {method} within {timeout} s")
+    if "error" in box[0]:
+        raise RuntimeError(f"{method} failed: {box[0]['error']}")
+    return box[0]
 
 
 @dataclass

@@ -304,22 +304,8 @@ def paced_provider(
         f"--token-rate={token_rate}",
         f"--chars-per-token={chars_per_token}",
     ]
-    process = subprocess.Popen(command, cwd=h.REPO, stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline().strip()
-        if not line.isdigit():
-            raise RuntimeError(f"the paced server did not report a port (got {line!r})")
-        yield Provider(process, int(line))
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        if process.stdout is not None:
-            process.stdout.close()
+    with h.port_reporting_process(command, "the paced server") as (process, port):
+        yield Provider(process, port)
 
 
 # --- the runtime and the editor side --------------------------------------------------------

@@ -266,19 +266,7 @@ class WsLoadClient:
 
     def call(self, method: str, params: Any, timeout: float = CALL_TIMEOUT_S) -> Line:
         """Blocking request for set-up steps (never call it from the reader thread)."""
-        done = threading.Event()
-        box: list[Line] = []
-
-        def got(response: Line, _read_ns: int) -> None:
-            box.append(response)
-            done.set()
-
-        self.request(method, params, got)
-        if not done.wait(timeout):
-            raise TimeoutError(f"no answer to {method} within {timeout} s")
-        if "error" in box[0]:
-            raise RuntimeError(f"{method} failed: {box[0]['error']}")
-        return box[0]
+        return h.blocking_call(self.request, method, params, timeout)
 
     def _read_loop(self) -> None:
         loads = orjson.loads
