@@ -13,6 +13,7 @@ result is written" hold for every stop reason.
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Literal, assert_never
@@ -28,6 +29,7 @@ from toolprep.messages.content import (
     FunctionResponsePart,
     Usage,
 )
+from toolprep.messages.frames import session_info_update, usage_update
 from toolprep.messages.turns import (
     ActorCrashed,
     AttemptEnded,
@@ -38,6 +40,7 @@ from toolprep.messages.turns import (
     CallsReleased,
     CancelTools,
     CancelTurn,
+    ChooseModel,
     CloseSession,
     CloseStream,
     DeliverTurnResult,
@@ -59,6 +62,7 @@ from toolprep.messages.turns import (
 from toolprep.runtime.providers.base import ModelRequest, StreamError, ToolDeclaration
 from toolprep.runtime.retry import RetryPolicy
 from toolprep.runtime.scheduler import Scheduler
+from toolprep.runtime.session_title import title_of
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +106,9 @@ class SessionState:
     cwd: str
     history: list[Content] = field(default_factory=list)
     attempt: int = 0
-    route: int = 0
+    first_route: int = 0  # the session's chosen model; the other routes are its fallbacks
+    order: tuple[int, ...] = ()  # this turn's routes, the chosen one first
+    route: int = 0  # position in ``order``
     retries: int = 0
     phase: Phase = "idle"
     turn: Turn | None = None
@@ -143,6 +149,7 @@ class SessionSupervisor(RoleActor):
             OpenSession: self.on_open_session,
             CloseSession: self.on_close_session,
             StartTurn: self.on_start_turn,
+            ChooseModel: self.on_choose_model,
             CancelTurn: self.on_cancel,
             StreamFailed: self.on_stream_failed,
             RetryAttempt: self.on_retry,
@@ -159,8 +166,19 @@ class SessionSupervisor(RoleActor):
     def on_open_session(self, msg: OpenSession) -> None:
         self.state.sessions.setdefault(
             msg.session_id,
-            SessionState(msg.session_id, msg.cwd, list(msg.history), tools=msg.tools),
+            SessionState(
+                msg.session_id,
+                msg.cwd,
+                list(msg.history),
+                first_route=msg.route,
+                tools=msg.tools,
+            ),
         )
+
+    def on_choose_model(self, msg: ChooseModel) -> None:
+        session = self.state.sessions.get(msg.session_id)
+        if session is not None:  # a running turn keeps its order; the next one starts here
+            session.first_route = msg.route
 
     def on_close_session(self, msg: CloseSession) -> None:
         session = self.state.sessions.get(msg.session_id)
@@ -192,10 +210,21 @@ class SessionSupervisor(RoleActor):
             )
             return
         session.turn = Turn(msg.reply, history_mark=len(session.history))
+        untitled = title_of(session.history) is None
         session.history.append(Content("user", msg.prompt))
+        if untitled and (title := title_of(session.history)) is not None:
+            frame = session_info_update(title, time.time())
+            self.directory.tell(EMITTER, WriteFrames(session.session_id, (frame,)))
+        first = session.first_route
+        session.order = (first, *(i for i in range(len(self.routes)) if i != first))
         session.route = 0
         session.retries = 0
         self._start_attempt(session)
+
+    def _route(self, session: SessionState, step: int = 0) -> ModelRoute | None:
+        """The route ``step`` places after the current one in this turn's order, if any."""
+        position = session.route + step
+        return self.routes[session.order[position]] if position < len(session.order) else None
 
     def _start_attempt(self, session: SessionState) -> None:
         turn = session.turn
@@ -207,7 +236,8 @@ class SessionSupervisor(RoleActor):
         session.attempt += 1
         session.phase = "streaming"
         self.state.attempts_started += 1
-        route = self.routes[session.route]
+        route = self._route(session)
+        assert route is not None
         request = ModelRequest(
             model=route.model,
             history=tuple(session.history),
@@ -217,7 +247,8 @@ class SessionSupervisor(RoleActor):
         )
         self.directory.tell(TRACKER, BeginAttempt(session.session_id, session.attempt))
         self.directory.tell(
-            READER, OpenStream(session.session_id, session.attempt, session.route, request)
+            READER,
+            OpenStream(session.session_id, session.attempt, session.order[session.route], request),
         )
 
     def _live(self, session_id: str, attempt: int, *phases: Phase) -> SessionState | None:
@@ -262,9 +293,8 @@ class SessionSupervisor(RoleActor):
             notice = WriteFrames(session.session_id, (wait.notice(error.message),))
             self.directory.tell(EMITTER, notice)  # the user sees why the turn pauses
             me.tell(RetryAttempt(session.session_id, session.attempt, wait.seconds, error.message))
-        elif session.route + 1 < len(self.routes):
-            model = self.routes[session.route + 1].model
-            me.tell(SwitchModel(session.session_id, session.attempt, model, error.message))
+        elif (fallback := self._route(session, 1)) is not None:
+            me.tell(SwitchModel(session.session_id, session.attempt, fallback.model, error.message))
         else:
             self._end_attempt(session, "stream_error", AfterAttempt("fail"))
 
@@ -282,7 +312,7 @@ class SessionSupervisor(RoleActor):
         session = self._live(msg.session_id, msg.attempt, "streaming", "ending")
         if session is None or session.turn is None or session.turn.cancel_requested:
             return
-        if session.route + 1 >= len(self.routes):
+        if self._route(session, 1) is None:
             self._end_attempt(session, "stream_error", AfterAttempt("fail"))
             return
         self.state.fallbacks += 1
@@ -336,6 +366,10 @@ class SessionSupervisor(RoleActor):
         turn = session.turn
         if msg.usage is not None:
             turn.usage = msg.usage
+            route = self._route(session)
+            assert route is not None
+            frame = usage_update(msg.usage.total_tokens, route.window)
+            self.directory.tell(EMITTER, WriteFrames(session.session_id, (frame,)))
         if msg.finish_reason is FinishReason.MAX_TOKENS and msg.calls:
             # Output was cut at the token limit: even a repaired call is a half-made one,
             # so it never runs; its card is discarded and the turn stops at max_tokens.

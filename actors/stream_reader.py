@@ -28,6 +28,7 @@ from toolprep.messages.turns import (
     StreamFailed,
 )
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
+from toolprep.runtime.providers.context_windows import context_window
 from toolprep.runtime.threads import prestarted_pool
 
 logger = logging.getLogger(__name__)
@@ -35,10 +36,16 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ModelRoute:
-    """One step of the model fallback chain: which provider, which model."""
+    """One step of the model fallback chain: which provider, which model, and how many
+    tokens its context holds (None: looked up by name, ``context_windows``)."""
 
     provider: Provider
     model: str
+    context_window: int | None = None
+
+    @property
+    def window(self) -> int:
+        return self.context_window or context_window(self.model)
 
 
 @dataclass(slots=True)

@@ -16,16 +16,26 @@ session repeats this ``--rounds`` times. Sessions start spread over
 ``--stagger`` seconds so the cancels are not one synchronised burst (set 0 for
 the burst).
 
-Run: ``python -m benchmarks.cancel [--sessions 100] [--rounds 5] [--provider anthropic|openai]``.
+Each run measures the embedded runtime (agent and runtime in this process)
+and, with ``--workers N ...``, the real ``toolprep acp --workers N`` process
+over pipes for each N, so the cancel path through the worker front (cancel
+routed to the owning worker, discards and reply relayed back) is measured in
+the same run; the table ends with each host's p99 as a ratio of the
+embedded one.
+
+Run: ``python -m benchmarks.cancel [--sessions 100] [--rounds 5] [--provider anthropic|openai]
+[--workers 1 2]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,15 +56,45 @@ class _Session:
     last_discard_ns: int = 0
 
 
-def run(
-    sessions: int, rounds: int, rate: float, provider_name: str, stagger_s: float, timeout_s: float
-) -> dict[str, Any]:
+@contextlib.contextmanager
+def _embedded_agent(provider_name: str, base_url: str) -> Iterator[tuple[int, int]]:
+    """The agent and its runtime in this process, on pipes; yields the client's ends."""
     from toolprep.actors.stream_reader import ModelRoute
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
     from toolprep.runtime.host import Runtime
     from toolprep.runtime.providers.factory import build_provider
 
+    provider = build_provider(provider_name, base_url=base_url, api_key="bench", max_retries=0)
+    runtime = Runtime([ModelRoute(provider, "bench")], h.bench_registry())
+    pipes = h.make_pipes()
+    connection = JsonRpcConnection(pipes.agent_in, pipes.agent_out)
+    AcpAgent(runtime, connection)
+    connection.start()
+    try:
+        yield pipes.client_w, pipes.client_r
+    finally:
+        runtime.shutdown()
+        connection.close()
+
+
+@contextlib.contextmanager
+def _cli_agent(provider_name: str, base_url: str, workers: int) -> Iterator[tuple[int, int]]:
+    """``toolprep acp --workers N`` in its own process; yields the client's pipe ends."""
+    with h.cli_agent(provider_name, base_url, ["--workers", str(workers)]) as agent:
+        yield agent.to_agent, agent.from_agent
+
+
+def run(
+    sessions: int,
+    rounds: int,
+    rate: float,
+    provider_name: str,
+    stagger_s: float,
+    timeout_s: float,
+    workers: int | None = None,
+) -> dict[str, Any]:
+    """One host: the embedded runtime (``workers`` None) or ``toolprep acp --workers N``."""
     reply_ns: list[int] = []
     discard_ns: list[int] = []
     order_violations = 0
@@ -65,14 +105,13 @@ def run(
     lock = threading.Lock()
     by_id: dict[str, _Session] = {}
 
-    with h.loopback_server(rate, stall=True) as server:
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(h.loopback_server(rate, stall=True))
         base_url = server.base_url + ("/v1" if provider_name == "openai" else "")
-        provider = build_provider(provider_name, base_url=base_url, api_key="bench", max_retries=0)
-        runtime = Runtime([ModelRoute(provider, "bench")], h.bench_registry())
-        pipes = h.make_pipes()
-        connection = JsonRpcConnection(pipes.agent_in, pipes.agent_out)
-        AcpAgent(runtime, connection)
-        connection.start()
+        if workers is None:
+            to_agent, from_agent = stack.enter_context(_embedded_agent(provider_name, base_url))
+        else:
+            to_agent, from_agent = stack.enter_context(_cli_agent(provider_name, base_url, workers))
         client: h.AcpClient
 
         def start_round(session: _Session) -> None:
@@ -123,7 +162,7 @@ def run(
                 session.cards.discard(update["toolCallId"])
                 session.last_discard_ns = read_ns
 
-        client = h.AcpClient(pipes.client_w, pipes.client_r, on_update)
+        client = h.AcpClient(to_agent, from_agent, on_update)
         client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         workdir = tempfile.mkdtemp(prefix="toolprep-cancel-")
         for _ in range(sessions):
@@ -148,10 +187,8 @@ def run(
         elapsed = time.monotonic() - started
         other_cores = foreign.cores()
         stats = server.stats()
-        runtime.shutdown()
-        connection.close()
-        client.close_input()
-        client.wait_drained(10)
+        client.close_input()  # the agent cancels what is left and exits
+        client.wait_drained(15)
 
     total = h.summarize_ms(reply_ns)
     p99 = total["p99"]
@@ -164,6 +201,7 @@ def run(
             "rate": rate,
             "provider": provider_name,
             "stagger_s": stagger_s,
+            "host": host_label(workers),
         },
         "elapsed_s": round(elapsed, 2),
         "cancels_measured": len(reply_ns),
@@ -191,6 +229,38 @@ def run(
     }
 
 
+def host_label(workers: int | None) -> str:
+    return "embedded" if workers is None else f"toolprep acp --workers {workers}"
+
+
+def print_report(report: dict[str, Any], provider: str) -> None:
+    t = report["cancel_to_reply_ms"]
+    d = report["cancel_to_last_discard_ms"]
+    config = report["config"]
+    print(
+        f"{config['host']}, provider {provider}: {config['sessions']} sessions x "
+        f"{config['rounds']} rounds, {report['cancels_measured']} cancels measured in "
+        f"{report['elapsed_s']} s"
+    )
+    print(
+        f"  cancel -> cancelled reply:  p50 {t['p50']} ms  p90 {t['p90']} ms  "
+        f"p99 {t['p99']} ms  max {t['max']} ms"
+    )
+    print(
+        f"  cancel -> last discard:     p50 {d['p50']} ms  p90 {d['p90']} ms  "
+        f"p99 {d['p99']} ms  max {d['max']} ms"
+    )
+    print(
+        f"  order violations (reply before a discard): {report['order_violations']}; "
+        f"turns with no discard seen: {report['missing_discards']}; "
+        f"unexpected stop reasons: {report['unexpected_stop_reasons'] or 'none'}; "
+        f"peak threads {report['peak_threads']}; other processes used "
+        f"{report['other_processes_cores']:.2f} cores meanwhile"
+    )
+    target = report["target"]
+    print(f"  {target['verdict']}  {target['target']}  (p99 {target['p99_ms']} ms)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=100)
@@ -209,36 +279,41 @@ def main(argv: list[str] | None = None) -> int:
         default=180.0,
         help="first wait up to this many seconds for other processes to go idle",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="N",
+        help="also measure the real `toolprep acp --workers N` process, for each N",
+    )
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT)
     args = parser.parse_args(argv)
     if args.sessions < 1 or args.rounds < 1:
         parser.error("--sessions and --rounds must be positive")
     if args.wait_quiet > 0:
         h.wait_for_quiet(max_wait=args.wait_quiet)
-    report = run(args.sessions, args.rounds, args.rate, args.provider, args.stagger, args.timeout)
-    t = report["cancel_to_reply_ms"]
-    d = report["cancel_to_last_discard_ms"]
-    print(
-        f"provider {args.provider}: {args.sessions} sessions x {args.rounds} rounds, "
-        f"{report['cancels_measured']} cancels measured in {report['elapsed_s']} s"
-    )
-    print(
-        f"cancel -> cancelled reply:  p50 {t['p50']} ms  p90 {t['p90']} ms  "
-        f"p99 {t['p99']} ms  max {t['max']} ms"
-    )
-    print(
-        f"cancel -> last discard:     p50 {d['p50']} ms  p90 {d['p90']} ms  "
-        f"p99 {d['p99']} ms  max {d['max']} ms"
-    )
-    print(
-        f"order violations (reply before a discard): {report['order_violations']}; "
-        f"turns with no discard seen: {report['missing_discards']}; "
-        f"unexpected stop reasons: {report['unexpected_stop_reasons'] or 'none'}; "
-        f"peak threads {report['peak_threads']}; other processes used "
-        f"{report['other_processes_cores']:.2f} cores meanwhile"
-    )
-    target = report["target"]
-    print(f"{target['verdict']}  {target['target']}  (p99 {target['p99_ms']} ms)")
+    if any(n < 1 for n in args.workers):
+        parser.error("--workers counts must be >= 1")
+    reports = []
+    for workers in [None, *args.workers]:
+        report = run(
+            args.sessions,
+            args.rounds,
+            args.rate,
+            args.provider,
+            args.stagger,
+            args.timeout,
+            workers,
+        )
+        print_report(report, args.provider)
+        reports.append(report)
+    baseline = reports[0]["cancel_to_reply_ms"]["p99"]
+    for report in reports[1:]:
+        p99 = report["cancel_to_reply_ms"]["p99"]
+        ratio = f"{p99 / baseline:.2f}" if p99 is not None and baseline else "n/a"
+        print(f"p99 ratio {report['config']['host']} / embedded: {ratio}")
+    report = reports[0] if len(reports) == 1 else {"benchmark": "cancel", "runs": reports}
     h.write_report(args.report, report)
     print(f"report: {args.report}")
     return 0

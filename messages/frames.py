@@ -8,6 +8,7 @@ older client still sees a terminal card.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 from typing import Any, Literal, assert_never
 
@@ -155,6 +156,56 @@ def agent_thought_chunk(text: str) -> dict[str, Any]:
 
 def plan(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"sessionUpdate": "plan", "entries": list(entries)}
+
+
+MODEL_OPTION = "model"
+"""The id of the session config option that picks the model (ACP category ``model``)."""
+
+
+def model_options(current: str, models: Sequence[str]) -> list[dict[str, Any]]:
+    """A session's config options, as ``session/new`` and ``config_option_update`` carry them.
+
+    The model is the one option: a dropdown of the configured models, the
+    session's choice first in line and the rest its fallbacks in their order.
+    """
+    return [
+        {
+            "id": MODEL_OPTION,
+            "name": "Model",
+            "description": "The model this session's turns start with; the others are its "
+            "fallbacks, in the order shown",
+            "category": "model",
+            "type": "select",
+            "currentValue": current,
+            "options": [{"value": model, "name": model} for model in models],
+        }
+    ]
+
+
+def config_option_update(current: str, models: Sequence[str]) -> dict[str, Any]:
+    return {
+        "sessionUpdate": "config_option_update",
+        "configOptions": model_options(current, models),
+    }
+
+
+def usage_update(used: int, size: int) -> dict[str, Any]:
+    """How full the model's context window is after a request (``used`` of ``size`` tokens)."""
+    return {"sessionUpdate": "usage_update", "used": used, "size": size}
+
+
+def iso8601(seconds: float) -> str:
+    """A time in seconds since the epoch as ACP writes times: UTC, milliseconds, ``Z``."""
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def session_info_update(title: str, updated_at: float) -> dict[str, Any]:
+    return {
+        "sessionUpdate": "session_info_update",
+        "title": title,
+        "updatedAt": iso8601(updated_at),
+    }
 
 
 TERMINAL_STATUSES = frozenset({"completed", "failed"})

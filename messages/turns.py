@@ -135,6 +135,16 @@ class OpenSession:
     """What the model saw in an earlier life of the session (restored from a store)."""
     tools: tuple[ToolDeclaration, ...] = ()
     """Tools of this session only (its MCP servers'), offered after the runtime's own."""
+    route: int = 0
+    """The model route its turns start with (an index into the runtime's routes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChooseModel:
+    """Start the session's next turns with route ``route``; the others stay its fallbacks."""
+
+    session_id: str
+    route: int
 
 
 @dataclass(frozen=True, slots=True)

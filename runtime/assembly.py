@@ -37,6 +37,7 @@ RUNTIME_OPTIONS = (
     "max_retries",
     "max_retry_wait",
     "max_sse_event_bytes",
+    "context_window",
     "replay",
     "allow_shell",
     "scrub_env",
@@ -119,4 +120,5 @@ def _settings(options: Mapping[str, Any]) -> ProviderSettings:
         replay_file=options["replay"],
         max_sse_event_bytes=options["max_sse_event_bytes"],
         max_retry_wait=options["max_retry_wait"],
+        context_window=options.get("context_window"),
     )

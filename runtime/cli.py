@@ -41,6 +41,14 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="model to fall back to when the previous one keeps failing (repeatable)",
     )
     acp.add_argument(
+        "--context-window",
+        type=int,
+        default=None,
+        metavar="TOKENS",
+        help="context size of the models, for the editor's usage display (default: known "
+        "per model name, else 128000)",
+    )
+    acp.add_argument(
         "--base-url",
         default=None,
         help="provider base URL (any OpenAI-compatible server with --provider openai)",

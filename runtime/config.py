@@ -51,6 +51,7 @@ class ProviderSettings:
     replay_pace: float | None = None
     max_sse_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT
+    context_window: int | None = None  # None: each model's, looked up by name
     extra: dict[str, str] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
 
@@ -73,6 +74,7 @@ def resolve_settings(
     replay_file: str | None = None,
     max_sse_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
+    context_window: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ProviderSettings:
     name: ProviderName
@@ -88,6 +90,8 @@ def resolve_settings(
         raise ValueError(f"--max-sse-event-bytes must be > 0, got {max_sse_event_bytes}")
     if not max_retry_wait >= 0:  # also rejects NaN
         raise ValueError(f"--max-retry-wait must be >= 0 seconds, got {max_retry_wait}")
+    if context_window is not None and context_window <= 0:
+        raise ValueError(f"--context-window must be > 0 tokens, got {context_window}")
     env = os.environ if env is None else env
     key_variable = KEY_VARIABLES.get(name)
     return ProviderSettings(
@@ -100,6 +104,7 @@ def resolve_settings(
         api_key=(env.get(key_variable) or None) if key_variable else None,
         max_sse_event_bytes=max_sse_event_bytes,
         max_retry_wait=max_retry_wait,
+        context_window=context_window,
     )
 
 
@@ -141,4 +146,4 @@ def build_routes(settings: ProviderSettings) -> list[ModelRoute]:
             max_event_bytes=settings.max_sse_event_bytes,
         )
     models = (settings.model, *settings.fallback_models)
-    return [ModelRoute(provider, model) for model in models]
+    return [ModelRoute(provider, model, settings.context_window) for model in models]

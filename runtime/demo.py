@@ -97,6 +97,16 @@ class _Timeline:
                 f"{self.elapsed()}  plan             {len(update.get('entries', []))} entries"
             )
             return
+        if kind == "usage_update":
+            used, size = update.get("used", 0), update.get("size", 1)
+            self.show(
+                f"{self.elapsed()}  usage            {used} of {size} context tokens "
+                f"({used / size:.2%})"
+            )
+            return
+        if kind == "session_info_update":
+            self.show(f"{self.elapsed()}  session title    {update.get('title')!r}")
+            return
         phase = "discarded" if meta.get("preparationDiscarded") else meta.get("phase", "")
         line = (
             f"{self.elapsed()}  {kind:<16} {update.get('toolCallId', ''):<28} "
@@ -143,6 +153,12 @@ def run_demo(*, json_output: bool = False, replay_file: str | None = None) -> in
                 timeout=30
             )
             session_id = session["sessionId"]
+            [model_option] = session.get("configOptions") or [{}]
+            choices = [option["value"] for option in model_option.get("options", [])]
+            timeline.show(
+                f"{timeline.elapsed()}  session/new      model {model_option.get('currentValue')} "
+                f"(editor may pick: {', '.join(choices)})"
+            )
             for text, cancel in PROMPTS:
                 timeline.show(f"{timeline.elapsed()}  prompt           {text!r}")
                 timeline.preparing_seen.clear()

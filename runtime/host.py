@@ -36,14 +36,17 @@ from toolprep.actors.session_supervisor import SessionSupervisor, SupervisorStat
 from toolprep.actors.stream_reader import ModelRoute, ReaderState, StreamReader
 from toolprep.actors.tool_executor import ExecutorState, ToolExecutor
 from toolprep.messages.content import Content, Part
+from toolprep.messages.frames import config_option_update
 from toolprep.messages.turns import (
     AttachSink,
     CancelTurn,
+    ChooseModel,
     CloseSession,
     CrashRole,
     OpenSession,
     StartTurn,
     TurnResult,
+    WriteFrames,
 )
 from toolprep.runtime.local_host import ClientRequests
 from toolprep.runtime.mcp import McpConfig, McpServerSpec
@@ -56,7 +59,9 @@ from toolprep.runtime.session_host import (
     EditorCapabilities,
     FrameSink,
     HostClosed,
+    SessionConfig,
     SessionInfo,
+    UnknownModel,
     UnknownSession,
     check_outcome,
 )
@@ -116,6 +121,8 @@ class Runtime:
         self.reader_state = ReaderState()
         self.supervisor_state = SupervisorState()
         self._sessions: set[str] = set()
+        self._models = tuple(dict.fromkeys(route.model for route in self.routes))
+        self._first_route: dict[str, int] = {}  # each open session's chosen model
         self._client_fs: dict[str, ClientFilesystem] = {}
         self._requests = ClientRequests()
         self._outstanding: Counter[str] = Counter()
@@ -226,7 +233,8 @@ class Runtime:
         self.store.claim(session_id)  # refused while another live process serves it
         self.store.close_open_cards(session_id)  # what a crash of its last process left open
         stored = self.store.load(session_id, frames=with_frames)
-        self._open(session_id, stored.info.cwd, sink, editor, stored.history, mcp_servers)
+        route = self._route_of(stored.info.model)
+        self._open(session_id, stored.info.cwd, sink, editor, stored.history, mcp_servers, route)
         return stored
 
     # --- SessionArchive, when built with a store ---------------------------------------------
@@ -288,6 +296,7 @@ class Runtime:
         editor: EditorCapabilities,
         history: tuple[Content, ...],
         mcp_servers: Sequence[McpServerSpec] = (),
+        route: int = 0,
         *,
         create_in_store: bool = False,
     ) -> None:
@@ -302,6 +311,7 @@ class Runtime:
             if session_id in self._sessions:
                 raise ValueError(f"a session with this id is already open: {session_id}")
             self._sessions.add(session_id)
+            self._first_route[session_id] = route
             if client_fs is not None:
                 self._client_fs[session_id] = client_fs
         try:
@@ -312,13 +322,49 @@ class Runtime:
         except BaseException:
             with self._lock:
                 self._sessions.discard(session_id)
+                self._first_route.pop(session_id, None)
                 self._client_fs.pop(session_id, None)
             self.mcp.close(session_id)
             raise
         self.directory.tell(EMITTER, AttachSink(session_id, sink))
         self.directory.tell(
-            SUPERVISOR, OpenSession(session_id, cwd, history, own_tools.declarations())
+            SUPERVISOR,
+            OpenSession(session_id, cwd, history, own_tools.declarations(), route),
         )
+
+    def _route_of(self, model: str | None) -> int:
+        """The first route serving ``model``; a model no longer configured gets the default."""
+        for index, route in enumerate(self.routes):
+            if route.model == model:
+                return index
+        if model is not None:
+            logger.warning("stored model %r is not configured; using %s", model, self._models[0])
+        return 0
+
+    def session_config(self, session_id: str) -> SessionConfig:
+        with self._lock:
+            route = self._first_route.get(session_id)
+        if route is None:
+            raise UnknownSession(session_id)
+        return SessionConfig(self.routes[route].model, self._models)
+
+    def set_model(self, session_id: str, model: str) -> SessionConfig:
+        if model not in self._models:
+            raise UnknownModel(model, self._models)
+        route = self._route_of(model)
+        with self._lock:
+            if session_id not in self._sessions:
+                raise UnknownSession(session_id)
+            self._first_route[session_id] = route
+        self.directory.tell(SUPERVISOR, ChooseModel(session_id, route))
+        update = config_option_update(model, self._models)
+        self.directory.tell(EMITTER, WriteFrames(session_id, (update,)))
+        if self.store is not None:
+            try:
+                self.store.set_model(session_id, model)
+            except StoreError as exc:
+                logger.error("the model of %s is not kept: %s", session_id, exc)
+        return SessionConfig(model, self._models)
 
     def has_session(self, session_id: str) -> bool:
         with self._lock:
@@ -400,6 +446,7 @@ class Runtime:
             if session_id not in self._sessions:
                 raise UnknownSession(session_id)
             self._sessions.remove(session_id)
+            self._first_route.pop(session_id, None)
             self._client_fs.pop(session_id, None)
         # The supervisor detaches the sink once the session's last frames are out.
         self.directory.tell(SUPERVISOR, CloseSession(session_id))

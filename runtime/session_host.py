@@ -5,7 +5,7 @@ behind it can live in this process (``Runtime``), in worker processes behind a
 routing front, or on a cluster, without the front end changing:
 
 - in: ``open_session`` / ``prompt`` / ``cancel`` / ``answer_permission`` /
-  ``answer_editor`` / ``close_session`` / ``shutdown``;
+  ``answer_editor`` / ``set_model`` / ``close_session`` / ``shutdown``;
 - out: one ordered stream per session, delivered to the ``FrameSink`` the
   caller attached when it opened the session: ACP ``session/update`` payloads
   (as dicts, or already encoded as JSON bytes by a host that serialised them
@@ -80,6 +80,27 @@ class SessionLimitReached(SessionHostError):
 
 class HostClosed(SessionHostError, RuntimeError):
     """The host was shut down and opens no more sessions."""
+
+
+class UnknownModel(SessionHostError, ValueError):
+    """A session was asked to use a model the host is not configured with."""
+
+    def __init__(self, model: str, models: Sequence[str]) -> None:
+        super().__init__(f"Unknown model {model!r}: choose one of {', '.join(models)}")
+        self.model = model
+        self.models = tuple(models)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """A session's settings an editor may change: the model its turns start with.
+
+    ``models`` are every model the host is configured with, in fallback
+    order; a turn starts with ``model`` and falls back through the others.
+    """
+
+    model: str
+    models: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +253,18 @@ class SessionHost(Protocol):
     def answer_editor(self, session_id: str, request_id: str, answer: EditorAnswer) -> bool:
         """Answer a ``ReadTextFile`` / ``WriteTextFile``; False if it was no longer waiting."""
 
+    def session_config(self, session_id: str) -> SessionConfig:
+        """The session's current settings."""
+
+    def set_model(self, session_id: str, model: str) -> SessionConfig:
+        """Start the session's turns with ``model`` from the next one on; returns the settings.
+
+        A running turn keeps its models. The session sends every attached sink
+        a ``config_option_update`` (in order with its frames), and a host that
+        keeps sessions keeps the choice. Raises ``UnknownModel`` for a model
+        not in ``session_config(...).models``.
+        """
+
     def close_session(self, session_id: str) -> None:
         """Cancel the session's turn and forget the session (guarantees 4 and 5)."""
 
@@ -286,10 +319,12 @@ __all__ = [
     "ReadTextFile",
     "RequestPermission",
     "SessionArchive",
+    "SessionConfig",
     "SessionHost",
     "SessionHostError",
     "SessionInfo",
     "SessionLimitReached",
+    "UnknownModel",
     "UnknownSession",
     "WriteTextFile",
     "check_outcome",

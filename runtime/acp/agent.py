@@ -12,7 +12,6 @@ the client's replies go back to the host as answers quoting the request id.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import os
 import threading
@@ -24,6 +23,7 @@ from typing import Any, assert_never
 
 import orjson
 
+from toolprep.messages.frames import MODEL_OPTION, iso8601, model_options
 from toolprep.messages.permissions import SELECTABLE_OUTCOMES, PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.acp.errors import (
@@ -48,6 +48,7 @@ from toolprep.runtime.session_host import (
     SessionArchive,
     SessionHost,
     SessionLimitReached,
+    UnknownModel,
     UnknownSession,
     WriteTextFile,
 )
@@ -227,11 +228,6 @@ def _session_directory(params: Any) -> tuple[str, tuple[McpServerSpec, ...]]:
     return cwd, servers
 
 
-def _iso8601(seconds: float) -> str:
-    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _permission_outcome(result: Any) -> PermissionOutcome:
     outcome = result.get("outcome") if isinstance(result, dict) else None
     if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
@@ -265,6 +261,7 @@ class AcpAgent:
         connection.on_request("session/prompt", self.prompt)
         connection.on_notification("session/cancel", self.cancel)
         connection.on_request("session/close", self.close_session)
+        connection.on_request("session/set_config_option", self.set_config_option)
         if archive is not None:
             connection.on_request("session/load", self.load_session)
             connection.on_request("session/resume", self.resume_session)
@@ -308,7 +305,11 @@ class AcpAgent:
             raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
         with self._lock:
             self._sessions.add(session_id)
-        return {"sessionId": session_id}
+        return {"sessionId": session_id, "configOptions": self._config_options(session_id)}
+
+    def _config_options(self, session_id: str) -> list[dict[str, Any]]:
+        config = self.host.session_config(session_id)
+        return model_options(config.model, config.models)
 
     def _editor(self) -> EditorCapabilities:
         fs_caps = self.client_capabilities.get("fs")
@@ -320,15 +321,15 @@ class AcpAgent:
 
     def load_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         """Open a stored session, replaying what it sent before as ``session/update``s."""
-        self._reopen(params, replay=True)
-        return {}
+        session_id = self._reopen(params, replay=True)
+        return {"configOptions": self._config_options(session_id)}
 
     def resume_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         """Open a stored session without replaying it (the client still shows it)."""
-        self._reopen(params, replay=False)
-        return {}
+        session_id = self._reopen(params, replay=False)
+        return {"configOptions": self._config_options(session_id)}
 
-    def _reopen(self, params: Any, *, replay: bool) -> None:
+    def _reopen(self, params: Any, *, replay: bool) -> str:
         assert self.archive is not None
         session_id = require(params, "sessionId", str)
         _cwd, servers = _session_directory(params)
@@ -344,6 +345,30 @@ class AcpAgent:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         with self._lock:
             self._sessions.add(session_id)
+        return session_id
+
+    def set_config_option(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+        """Change a session setting; the only one is the model (``configId`` ``"model"``)."""
+        session_id = self._session(params)
+        config_id = require(params, "configId", str)
+        if config_id != MODEL_OPTION:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"Invalid params: unknown config option {config_id!r}; "
+                f"this agent offers {MODEL_OPTION!r}",
+            )
+        if params.get("type", "value_id") != "value_id":
+            raise RpcError(INVALID_PARAMS, "Invalid params: the model option takes a value id")
+        value = require(params, "value", str)
+        try:
+            config = self.host.set_model(session_id, value)
+        except UnknownSession as exc:
+            raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+        except UnknownModel as exc:
+            raise RpcError(
+                INVALID_PARAMS, f"Invalid params: {exc}", {"models": list(exc.models)}
+            ) from None
+        return {"configOptions": model_options(config.model, config.models)}
 
     def close_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         """End the session's running turn (its prompt answers ``cancelled``) and close it."""
@@ -372,7 +397,7 @@ class AcpAgent:
                 "sessionId": info.session_id,
                 "cwd": info.cwd,
                 "title": info.title,
-                "updatedAt": _iso8601(info.updated_at),
+                "updatedAt": iso8601(info.updated_at),
             }
             for info in infos
         ]

@@ -36,6 +36,7 @@ from toolprep.runtime.session_host import (
     EditorCapabilities,
     FrameSink,
     SessionArchive,
+    SessionConfig,
     SessionHost,
     SessionInfo,
     SessionLimitReached,
@@ -318,6 +319,15 @@ class PoolClient:
 
     def answer_editor(self, session_id: str, request_id: str, answer: EditorAnswer) -> bool:
         return self._pool.host.answer_editor(session_id, request_id, answer)
+
+    def session_config(self, session_id: str) -> SessionConfig:
+        self._pool.session(session_id)
+        return self._pool.host.session_config(session_id)
+
+    def set_model(self, session_id: str, model: str) -> SessionConfig:
+        # Every client attached to the session hears of it through its config_option_update.
+        self._pool.session(session_id)
+        return self._pool.host.set_model(session_id, model)
 
     def close_session(self, session_id: str) -> None:
         self._pool.close(session_id)

@@ -32,6 +32,7 @@ import orjson
 from toolprep.messages.content import Content
 from toolprep.messages.frames import card_change, discarded
 from toolprep.runtime.session_host import SessionInfo, UnknownSession
+from toolprep.runtime.session_title import title_of
 from toolprep.runtime.store.ownership import owner_alive, this_process
 from toolprep.runtime.store.schema import SchemaTooNew, migrate
 from toolprep.runtime.workers.codec import dump_parts, load_parts
@@ -40,7 +41,6 @@ from toolprep.runtime.workers.wire import WireError
 __all__ = ["SessionInfo", "SessionNotStored", "SessionStore", "StoreError", "StoredSession"]
 
 DEFAULT_BUSY_TIMEOUT_S = 5.0
-TITLE_CHARS = 80
 
 JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024
 """Bytes the write-ahead log is cut back to after a checkpoint."""
@@ -180,11 +180,17 @@ class SessionStore:
                     for seq, c in enumerate(history[keep:], keep)
                 ],
             )
-            title = info.title if info.title is not None else _title(history)
+            title = info.title if info.title is not None else title_of(history)
             db.execute(
                 "UPDATE sessions SET title = ?, updated_at = ? WHERE id = ?",
                 (title, time.time(), session_id),
             )
+
+    def set_model(self, session_id: str, model: str) -> None:
+        """Keep the model the session's turns start with, so a loaded session keeps it."""
+        with self._transaction(f"set the model of {session_id}") as db:
+            self._require(db, session_id)
+            db.execute("UPDATE sessions SET model = ? WHERE id = ?", (model, session_id))
 
     def delete(self, session_id: str) -> None:
         """Forget the session's content; its id stays taken so it is never reused."""
@@ -360,17 +366,6 @@ def _load_entry(raw: Any) -> Content:
     if role not in ("user", "model"):
         raise ValueError(f"unknown role {role!r}")
     return Content(role, tuple(load_parts(raw["parts"])))
-
-
-def _title(history: Sequence[Content]) -> str | None:
-    for content in history:
-        if content.role == "user":
-            for part in content.parts:
-                text = getattr(part, "text", None)
-                if isinstance(text, str) and text.strip():
-                    line = " ".join(text.split())
-                    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
-    return None
 
 
 def _encode_cursor(info: SessionInfo) -> str:

@@ -33,6 +33,7 @@ from toolprep.runtime.session_host import (
     FileWritten,
     ReadTextFile,
     RequestPermission,
+    SessionConfig,
     WriteTextFile,
 )
 from toolprep.runtime.workers.wire import WireError
@@ -177,6 +178,20 @@ def load_mcp_servers(raw: Any) -> tuple[McpServerSpec, ...]:
         return parse_servers(raw, field="mcp_servers")
     except ValueError as exc:
         raise WireError(f"not MCP servers: {exc}") from None
+
+
+def dump_config(config: SessionConfig) -> dict[str, Any]:
+    return {"model": config.model, "models": list(config.models)}
+
+
+def load_config(raw: Any) -> SessionConfig:
+    match raw:
+        case {"model": str(model), "models": list(models)} if all(
+            isinstance(m, str) for m in models
+        ):
+            return SessionConfig(model, tuple(models))
+        case _:
+            raise WireError(f"not a session config: {raw!r}")
 
 
 def _optional_int(value: Any) -> int | None:

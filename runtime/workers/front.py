@@ -46,8 +46,10 @@ from toolprep.runtime.session_host import (
     EditorCapabilities,
     FrameSink,
     HostClosed,
+    SessionConfig,
     SessionHostError,
     SessionInfo,
+    UnknownModel,
     UnknownSession,
 )
 from toolprep.runtime.tools.process_groups import signal_group
@@ -55,6 +57,7 @@ from toolprep.runtime.workers.codec import (
     dump_answer,
     dump_mcp_servers,
     dump_parts,
+    load_config,
     load_request,
     load_result,
 )
@@ -102,6 +105,7 @@ class _Session:
     closed: bool = False
     # Sent with every open, so a replacement worker starts them again.
     mcp_servers: tuple[McpServerSpec, ...] = ()
+    model: str | None = None  # chosen by set_model; given again to a replacement worker
 
 
 class _Worker(WorkerProcess):
@@ -277,6 +281,19 @@ class WorkerHost:
     def answer_editor(self, session_id: str, request_id: str, answer: EditorAnswer) -> bool:
         return self._answer(session_id, ["answer_editor", request_id, dump_answer(answer)])
 
+    def session_config(self, session_id: str) -> SessionConfig:
+        return load_config(self._ask(session_id, ["session_config"]))
+
+    def set_model(self, session_id: str, model: str) -> SessionConfig:
+        # Checked here, where the error can name the choices; every worker has the same.
+        models = self.session_config(session_id).models
+        if model not in models:
+            raise UnknownModel(model, models)
+        config = load_config(self._ask(session_id, ["set_model", model]))
+        with self._lock:
+            self._require(session_id).model = model  # given again to a replacement worker
+        return config
+
     def close_session(self, session_id: str) -> None:
         with self._lock:
             session = self._require(session_id)
@@ -354,19 +371,25 @@ class WorkerHost:
         return call.future
 
     def _answer(self, session_id: str, command: list[Any]) -> bool:
+        """Give the session's worker an answer; False if no live worker took it in time."""
+        try:
+            return bool(self._ask(session_id, command))
+        except (WorkerCrashed, TimeoutError):
+            return False
+
+    def _ask(self, session_id: str, command: list[Any]) -> Any:
+        """Send ``command`` to the session's worker and wait for what it returns."""
         with self._lock:
             session = self._require(session_id)
+            call_id, call = self._register(session.worker, "answer", session)
             worker = session.worker
-            if not worker.alive:
-                return False
-            call_id, call = self._register(worker, "answer", session)
         self._send(worker, [command[0], call_id, session_id, *command[1:]])
         try:
-            return bool(call.future.result(CALL_TIMEOUT_S))
+            return call.future.result(CALL_TIMEOUT_S)
         except TimeoutError:
             with self._lock:
                 worker.calls.pop(call_id, None)
-            return False
+            raise
 
     def _send(self, worker: _Worker, header: list[Any], payload: bytes = b"") -> None:
         """Write to ``worker``; a dead worker's reader settles whatever this call awaited."""
@@ -553,6 +576,11 @@ class WorkerHost:
         try:
             # Its history comes back from the store when there is one.
             self._open_on(successor, session, "restore_or_new").result(CALL_TIMEOUT_S)
+            if session.model is not None:
+                with self._lock:
+                    call_id, call = self._register(successor, "answer", session)
+                self._send(successor, ["set_model", call_id, session.session_id, session.model])
+                call.future.result(CALL_TIMEOUT_S)
         except Exception:
             logger.exception("reopening %s on the new worker failed", session.session_id)
             with self._lock:

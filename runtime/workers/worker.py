@@ -38,6 +38,7 @@ from toolprep.runtime.session_host import (
     UnknownSession,
 )
 from toolprep.runtime.workers.codec import (
+    dump_config,
     dump_request,
     dump_result,
     load_answer,
@@ -133,6 +134,10 @@ class WorkerLoop:
                     call_id,
                     lambda: self.runtime.answer_editor(sid, rid, load_answer(answer)),
                 )
+            case ["session_config", int(call_id), str(sid)]:
+                self._answer(call_id, lambda: dump_config(self.runtime.session_config(sid)))
+            case ["set_model", int(call_id), str(sid), str(model)]:
+                self._answer(call_id, lambda: dump_config(self.runtime.set_model(sid, model)))
             case _:
                 raise WireError(f"not a worker command: {header!r}")
 

@@ -66,6 +66,7 @@ async def test_a_rejected_call_goes_from_pending_to_failed_with_the_reason(
         assert reply.stop_reason == "end_turn"
         assert _card_events(client.raw) == ["pending", "asked", "failed"]
         assert lifecycle(client.frames()) == {"call_sh": ["preparing", "failed"]}
-        assert "was not allowed by the user" in str(client.frames()[-2:])
+        [failed] = [f for f in client.frames() if f.get("status") == "failed"]
+        assert "was not allowed by the user" in str(failed["content"])
         check_cards(client.frames())
         assert not (tmp_path / "ran.txt").exists()

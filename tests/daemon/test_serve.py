@@ -48,7 +48,7 @@ def test_two_clients_share_a_session_and_the_first_permission_answer_wins(
         [first_ask] = _asked(first)
 
         second.initialize()
-        assert second.load(session_id, workdir)["result"] == {}
+        assert second.load(session_id, workdir)["result"].keys() == {"configOptions"}
         [second_ask] = _asked(second)  # asked again: the request is still open
         assert second_ask["params"]["toolCall"] == first_ask["params"]["toolCall"]
         second.answer_permission(second_ask, "allow_once")
@@ -60,8 +60,11 @@ def test_two_clients_share_a_session_and_the_first_permission_answer_wins(
         first.answer_permission(first_ask, "reject_once")
 
         assert first.result(turn)["stopReason"] == "end_turn"
-        second.wait_for(lambda _: message_text(second.updates(session_id)) == "Both saw it.")
-        assert second.updates(session_id) == first.updates(session_id)
+        # The first client has every frame of the turn: they came before its reply.
+        everything = first.updates(session_id)
+        assert message_text(everything) == "Both saw it."
+        second.wait_for(lambda _: len(second.updates(session_id)) >= len(everything))
+        assert second.updates(session_id) == everything
         check_cards(first.updates(session_id))
         assert lifecycle(first.updates(session_id)) == {
             "call_shared": ["preparing", "in_progress", "completed"]
@@ -84,7 +87,9 @@ def test_a_second_client_cancels_the_turn_the_first_started(
         turn = first.prompt(session_id)
         first.wait_for(lambda _: "call_stall" in lifecycle(first.updates(session_id)))
         second.initialize()
-        assert second.load(session_id, workdir, "session/resume")["result"] == {}
+        assert second.load(session_id, workdir, "session/resume")["result"].keys() == {
+            "configOptions"
+        }
         second.send(
             {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
         )
@@ -93,6 +98,33 @@ def test_a_second_client_cancels_the_turn_the_first_started(
         # Resumed without replay: the second client saw only what came after it attached.
         second.wait_for(lambda _: len(second.updates(session_id)) >= 1)
         assert lifecycle(second.updates(session_id)) == {"call_stall": ["discarded"]}
+    finally:
+        first.close()
+        second.close()
+    assert daemon.stop() == 0
+
+
+def test_a_model_one_client_picks_is_announced_to_every_client_of_the_session(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
+) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "2", "--fallback-model", "backup-model")
+    provider.enqueue(sc.ok(sc.text_turn(KIND, "From the backup.")))
+    first, second = daemon.client(), daemon.client()
+    try:
+        session_id = first.start_session(workdir)
+        second.initialize()
+        loaded = second.load(session_id, workdir)["result"]
+        [option] = loaded["configOptions"]
+        assert option["options"][1]["value"] == "backup-model"
+        assert option["currentValue"] != "backup-model"
+        params = {"sessionId": session_id, "configId": "model", "value": "backup-model"}
+        first.result(first.request("session/set_config_option", params))
+        second.wait_for(lambda _: bool(second.updates(session_id)))
+        [update] = second.updates(session_id)
+        assert update["sessionUpdate"] == "config_option_update"
+        assert update["configOptions"][0]["currentValue"] == "backup-model"
+        assert second.result(second.prompt(session_id))["stopReason"] == "end_turn"
+        assert provider.requests[-1].body["model"] == "backup-model"
     finally:
         first.close()
         second.close()
@@ -117,7 +149,7 @@ def test_a_client_that_reconnects_mid_turn_gets_everything_and_finishes_it(
     again = daemon.client()
     try:
         again.initialize()
-        assert again.load(session_id, workdir)["result"] == {}
+        assert again.load(session_id, workdir)["result"].keys() == {"configOptions"}
         [ask] = _asked(again)
         assert again.updates(session_id)[: len(seen_before)] == seen_before
         again.answer_permission(ask, "allow_once")
@@ -160,7 +192,7 @@ def _replayed(daemon: DaemonProcess, session_id: str, cwd: Path) -> list[Message
     fresh = daemon.client()
     try:
         fresh.initialize()
-        assert fresh.load(session_id, cwd)["result"] == {}
+        assert fresh.load(session_id, cwd)["result"].keys() == {"configOptions"}
         return fresh.updates(session_id)
     finally:
         fresh.close()
@@ -189,7 +221,7 @@ def test_sessions_are_listed_and_loaded_alike_after_a_restart(
         listed = reader.result(reader.request("session/list", {"cwd": str(workdir)}))
         assert [s["sessionId"] for s in listed["sessions"]] == [session_id]
         assert listed["sessions"][0]["title"] == "keep this"
-        assert reader.load(session_id, workdir)["result"] == {}
+        assert reader.load(session_id, workdir)["result"].keys() == {"configOptions"}
         reader.wait_for(lambda _: len(reader.updates(session_id)) >= len(sent))
         assert reader.updates(session_id) == sent  # identical, and no card left pending
         check_cards(reader.updates(session_id))
@@ -220,7 +252,7 @@ def test_after_a_kill_the_interrupted_cards_load_as_discarded(
     reader = restarted.client()
     try:
         reader.initialize()
-        assert reader.load(session_id, workdir)["result"] == {}
+        assert reader.load(session_id, workdir)["result"].keys() == {"configOptions"}
         reader.wait_for(lambda _: "call_cut" in lifecycle(reader.updates(session_id)))
         frames = reader.updates(session_id)
         check_cards(frames)
@@ -304,7 +336,9 @@ def test_bad_frames_get_errors_and_an_oversized_one_costs_only_its_connection(
     again = daemon.client()
     try:
         again.initialize()
-        assert again.load(session_id, workdir, "session/resume")["result"] == {}
+        assert again.load(session_id, workdir, "session/resume")["result"].keys() == {
+            "configOptions"
+        }
         assert again.result(again.prompt(session_id))["stopReason"] == "end_turn"
         assert message_text(again.updates(session_id)) == "Still here."
     finally:
@@ -372,7 +406,7 @@ def test_a_deleted_session_cannot_be_loaded_and_its_id_is_not_reused(
         session_id = client.start_session(workdir)
         assert client.result(client.prompt(session_id))["stopReason"] == "end_turn"
         other.initialize()
-        assert other.load(session_id, workdir)["result"] == {}
+        assert other.load(session_id, workdir)["result"].keys() == {"configOptions"}
         assert client.result(client.request("session/delete", {"sessionId": session_id})) == {}
         gone = other.reply(other.prompt(session_id))["error"]
         assert gone["code"] == -32002 and session_id in gone["message"]
