@@ -228,6 +228,28 @@ def _session_directory(params: Any) -> tuple[str, tuple[McpServerSpec, ...]]:
     return cwd, servers
 
 
+def _answer_in_background(
+    servers: tuple[McpServerSpec, ...], open_session: Callable[[], dict[str, Any]]
+) -> dict[str, Any] | Future[dict[str, Any]]:
+    """Open a session at once, or on a thread of its own when it starts MCP servers.
+
+    Starting servers can take seconds; meanwhile the connection must go on
+    reading, so a cancel or another session's prompt is not held up behind it.
+    """
+    if not servers:
+        return open_session()
+    answer: Future[dict[str, Any]] = Future()
+
+    def run() -> None:
+        try:
+            answer.set_result(open_session())
+        except BaseException as exc:  # the connection answers with it
+            answer.set_exception(exc)
+
+    threading.Thread(target=run, name="toolprep-session-open", daemon=True).start()
+    return answer
+
+
 def _permission_outcome(result: Any) -> PermissionOutcome:
     outcome = result.get("outcome") if isinstance(result, dict) else None
     if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
@@ -291,8 +313,11 @@ class AcpAgent:
     def authenticate(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         return {}
 
-    def new_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+    def new_session(self, params: Any, request_id: Any = None) -> Any:
         cwd, servers = _session_directory(params)
+        return _answer_in_background(servers, lambda: self._open_new(cwd, servers))
+
+    def _open_new(self, cwd: str, servers: tuple[McpServerSpec, ...]) -> dict[str, Any]:
         try:
             session_id = self.host.open_session(
                 cwd,
@@ -319,20 +344,25 @@ class AcpAgent:
             write_text_file=fs_caps.get("writeTextFile") is True,
         )
 
-    def load_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+    def load_session(self, params: Any, request_id: Any = None) -> Any:
         """Open a stored session, replaying what it sent before as ``session/update``s."""
-        session_id = self._reopen(params, replay=True)
-        return {"configOptions": self._config_options(session_id)}
+        return self._reopen(params, replay=True)
 
-    def resume_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+    def resume_session(self, params: Any, request_id: Any = None) -> Any:
         """Open a stored session without replaying it (the client still shows it)."""
-        session_id = self._reopen(params, replay=False)
-        return {"configOptions": self._config_options(session_id)}
+        return self._reopen(params, replay=False)
 
-    def _reopen(self, params: Any, *, replay: bool) -> str:
-        assert self.archive is not None
+    def _reopen(self, params: Any, *, replay: bool) -> Any:
         session_id = require(params, "sessionId", str)
         _cwd, servers = _session_directory(params)
+        return _answer_in_background(
+            servers, lambda: self._reopen_checked(session_id, servers, replay)
+        )
+
+    def _reopen_checked(
+        self, session_id: str, servers: tuple[McpServerSpec, ...], replay: bool
+    ) -> dict[str, Any]:
+        assert self.archive is not None
         try:
             self.archive.load_session(
                 session_id, self._sink, editor=self._editor(), replay=replay, mcp_servers=servers
@@ -345,7 +375,7 @@ class AcpAgent:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         with self._lock:
             self._sessions.add(session_id)
-        return session_id
+        return {"configOptions": self._config_options(session_id)}
 
     def set_config_option(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         """Change a session setting; the only one is the model (``configId`` ``"model"``)."""

@@ -234,6 +234,36 @@ def test_server_that_cannot_start_is_left_out_with_a_warning(tmp_path: Path) -> 
         assert none_with_argument_within(tag, DEADLINE_S)
 
 
+def test_a_slow_server_holds_up_only_its_own_session_new(tmp_path: Path) -> None:
+    """While one session's server starts, the connection serves other sessions' requests."""
+    slow = {
+        "name": "slow",
+        "command": "/bin/sh",
+        "args": ["-c", f'sleep 3; exec "{sys.executable}" -m tests.support.mcp_echo_server'],
+        "env": [{"name": "PYTHONPATH", "value": str(REPO)}],
+    }
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.text_turn(KIND, "Quick.")), sc.ok(sc.text_turn(KIND, "Slow.")))
+        command, env = agent_command(KIND, server, "--no-persist", "--workers", "1")
+        agent = AgentProcess(command, env, REPO, tmp_path / "stderr.log")
+        try:
+            agent.reply(agent.request("initialize", {"protocolVersion": 1}))
+            opening = agent.request("session/new", {"cwd": str(tmp_path), "mcpServers": [slow]})
+            new = {"cwd": str(tmp_path), "mcpServers": []}
+            quick = agent.reply(agent.request("session/new", new))["result"]["sessionId"]
+            agent.reply(agent.prompt(quick))
+            # The quick session's whole turn was answered while the slow server started.
+            assert not [m for m in agent.messages if m.get("id") == opening]
+            session_id = agent.reply(opening)["result"]["sessionId"]
+            assert agent.reply(agent.prompt(session_id))["result"]["stopReason"] == "end_turn"
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+    assert "mcp__slow__echo" in _tools_offered(server.requests[1].body)
+    assert "mcp__slow__echo" not in _tools_offered(server.requests[0].body)
+
+
 def test_malformed_server_entry_is_a_named_invalid_params_error(tmp_path: Path) -> None:
     entry = {"name": "half", "args": [], "env": []}  # no command
     with FakeProviderServer() as server:
