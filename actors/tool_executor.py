@@ -52,7 +52,11 @@ from toolprep.runtime.tools.base import (
     ToolOutput,
 )
 from toolprep.runtime.tools.cancellation import CancelEvent
-from toolprep.runtime.tools.permissions import ALLOWED_OUTCOMES
+from toolprep.runtime.tools.permissions import (
+    ALLOWED_OUTCOMES,
+    AlwaysAllowed,
+    permission_scope,
+)
 from toolprep.runtime.tools.registry import ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -104,6 +108,7 @@ class ExecutorState:
     batches: dict[str, Batch] = field(default_factory=dict)
     cancelled_through: dict[str, int] = field(default_factory=dict)
     pool: ThreadPoolExecutor | None = None
+    always_allowed: AlwaysAllowed = field(default_factory=AlwaysAllowed)
 
 
 class ToolExecutor(RoleActor):
@@ -217,8 +222,13 @@ class ToolExecutor(RoleActor):
             timeout=self.timeout,
             client_fs=self.client_fs_for(session_id),
         )
+        try:
+            scope = permission_scope(tool, call.args)
+        except Exception as exc:  # never "Always allow" more than this one call
+            logger.warning("the permission scope of %s failed: %r", call.name, exc)
+            scope = f"{call.name}: call {request.call_id}"
         context.request_permission = self._permission_asker(
-            session_id, request, title, tool.kind, context.cancelled, batch.held
+            session_id, request, title, tool.kind, context.cancelled, batch.held, scope
         )
         batch.context = context
         attempt, call_id = batch.attempt, request.call_id
@@ -246,14 +256,22 @@ class ToolExecutor(RoleActor):
         kind: str,
         cancelled: CancelEvent,
         held: HeldStart | None,
+        scope: str,
     ) -> Callable[[PermissionRequest], PermissionOutcome]:
         """Blocking permission round trip for a worker; gives up once the call is cancelled.
 
         An allowed call's held ``in_progress`` frame goes out before the tool goes on.
+        A call within what the user already answered "Always allow" to in this
+        session is not asked about again.
         """
         directory = self.directory
+        always_allowed = self.state.always_allowed
 
         def ask(permission: PermissionRequest) -> PermissionOutcome:
+            if always_allowed.covers(session_id, scope):
+                if held is not None and not cancelled.is_set():
+                    held.release()
+                return "allow_always"
             tool_call = {
                 "toolCallId": request.call_id,
                 "title": title,
@@ -269,6 +287,8 @@ class ToolExecutor(RoleActor):
             except FutureCancelled:
                 return "cancelled"
             answer = check_outcome(outcome) if outcome in PERMISSION_OUTCOMES else "cancelled"
+            if answer == "allow_always":
+                always_allowed.remember(session_id, scope)
             if held is not None and answer in ALLOWED_OUTCOMES and not cancelled.is_set():
                 held.release()
             return answer
@@ -403,6 +423,7 @@ class ToolExecutor(RoleActor):
 
     def on_session_closed(self, msg: SessionClosed) -> None:
         self.state.cancelled_through.pop(msg.session_id, None)
+        self.state.always_allowed.forget(msg.session_id)
 
     def _report(
         self, session_id: str, attempt: int, results: list[ToolCallResult], *, cancelled: bool

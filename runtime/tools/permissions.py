@@ -8,12 +8,54 @@ or an outcome this version does not know.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
-from toolprep.runtime.tools.base import PermissionRequest, ToolContext, ToolError, ToolKind
+from toolprep.runtime.tools.base import (
+    PermissionRequest,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolKind,
+)
 
 ALLOWED_OUTCOMES = frozenset({"allow_once", "allow_always"})
+
+
+def permission_scope(tool: Tool, args: Mapping[str, Any]) -> str:
+    """What an "Always allow" answer for this call covers from then on.
+
+    A tool may say (``permission_scope(args)``, as the shell tool does for one
+    program); otherwise it is every call of the tool.
+    """
+    scope = getattr(tool, "permission_scope", None)
+    if callable(scope):
+        return str(scope(args))
+    return tool.name
+
+
+class AlwaysAllowed:
+    """The scopes each session's user answered "Always allow" to, until the session closes.
+
+    Asked and told from tool worker threads, so it locks.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scopes: dict[str, set[str]] = {}
+
+    def remember(self, session_id: str, scope: str) -> None:
+        with self._lock:
+            self._scopes.setdefault(session_id, set()).add(scope)
+
+    def covers(self, session_id: str, scope: str) -> bool:
+        with self._lock:
+            return scope in self._scopes.get(session_id, ())
+
+    def forget(self, session_id: str) -> None:
+        with self._lock:
+            self._scopes.pop(session_id, None)
 
 
 def ensure_permission(

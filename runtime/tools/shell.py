@@ -248,6 +248,19 @@ class RunShellCommandTool(BuiltinTool):
         command = str_arg(args, "command")
         return command is None or not is_preapproved(command, self.config.allowed_commands)
 
+    def permission_scope(self, args: Mapping[str, Any]) -> str:
+        """What "Always allow" covers: later runs of the same program when this is one simple
+        command (``git status`` lets ``git diff`` run), else this exact command line."""
+        command = str_arg(args, "command") or ""
+        if not any(char in _SHELL_OPERATORS for char in command):
+            try:
+                words = shlex.split(command)
+            except ValueError:
+                words = []
+            if words:
+                return f"{self.name}: program {words[0]}"
+        return f"{self.name}: command {command}"
+
     def timeout_for(self, args: Mapping[str, Any], ctx: ToolContext) -> float:
         """The requested timeout (or the default), never above the config or context bound."""
         requested = args.get("timeout_s") or self.config.default_timeout_s

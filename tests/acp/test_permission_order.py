@@ -70,3 +70,50 @@ async def test_a_rejected_call_goes_from_pending_to_failed_with_the_reason(
         assert "was not allowed by the user" in str(failed["content"])
         check_cards(client.frames())
         assert not (tmp_path / "ran.txt").exists()
+
+
+def _asked_for(raw: list[dict[str, Any]]) -> list[str]:
+    return [
+        m["params"]["toolCall"]["rawInput"]["command"]
+        for m in raw
+        if m.get("method") == "session/request_permission"
+    ]
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+async def test_always_allow_is_remembered_for_the_program_until_the_session_closes(
+    kind: str, tmp_path: Path
+) -> None:
+    first = sc.shell("echo one >> ran.txt", "call_1")  # redirection: a compound line
+    second = sc.shell("touch two.txt", "call_2")
+    third = sc.shell("touch three.txt", "call_3")  # same program: not asked again
+    fourth = sc.shell("echo one >> ran.txt", "call_4")  # the exact line again: not asked
+    fifth = sc.shell("echo five >> ran.txt", "call_5")  # another compound line: asked
+    turns = [[first], [second], [third], [fourth], [fifth]]
+    with FakeProviderServer() as server:
+        for calls in turns:
+            server.enqueue(sc.ok(sc.calls_turn(kind, calls)), sc.ok(sc.text_turn(kind)))
+        server.enqueue(sc.ok(sc.calls_turn(kind, [sc.shell("touch six.txt", "call_6")])))
+        server.enqueue(sc.ok(sc.text_turn(kind)))
+        client = RecordingClient(permission="allow_always")
+        async with running_agent(*agent_command(kind, server), client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            for _ in turns:
+                reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+                assert reply.stop_reason == "end_turn"
+            # Another session starts with nothing allowed.
+            other = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            await conn.prompt(session_id=other.session_id, prompt=[text_block("go")])
+    assert _asked_for(client.raw) == [
+        "echo one >> ran.txt",
+        "touch two.txt",
+        "echo five >> ran.txt",
+        "touch six.txt",
+    ]
+    frames = client.frames()
+    assert lifecycle(frames) == {
+        f"call_{n}": ["preparing", "in_progress", "completed"] for n in range(1, 7)
+    }
+    check_cards(frames)
+    assert (tmp_path / "ran.txt").read_text() == "one\none\nfive\n"
+    assert all((tmp_path / name).exists() for name in ("two.txt", "three.txt", "six.txt"))
