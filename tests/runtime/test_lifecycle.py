@@ -341,8 +341,11 @@ def test_two_sessions_never_mix_frames(kind: str, tmp_path: Path) -> None:
         for sink, sid in ((sink1, sid1), (sink2, sid2)):
             assert {s for s, _ in sink.events} == {sid}
             check_cards(sink.frames())
+        # Which session gets which scripted answer depends on which asks first; either
+        # way each card lives in exactly one session.
         ids1, ids2 = set(lifecycle(sink1.frames())), set(lifecycle(sink2.frames()))
-        assert len(ids1) == 1 and len(ids2) == 1 and ids1 != ids2
+        assert ids1.isdisjoint(ids2)
+        assert ids1 | ids2 == {PARIS[0], TOKYO[0]}
 
 
 def test_calls_cut_by_the_token_limit_never_run(tmp_path: Path) -> None:
