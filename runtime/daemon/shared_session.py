@@ -4,10 +4,10 @@ The host writes the session's output to a ``SharedSession`` (its only
 sink); the shared session fans it out to every attached connection:
 
 - each frame is encoded once and written as the same bytes to all of them,
-  and kept, so a connection that attaches later (``session/load``, a
-  reconnect mid-turn) is sent everything before it, then the live frames,
-  with nothing lost or doubled in between (attaching and fanning out take
-  the same lock);
+  and kept (``FrameHistory``: finished turns compressed), so a connection
+  that attaches later (``session/load``, a reconnect mid-turn) is sent
+  everything before it, then the live frames, with nothing lost or doubled
+  in between (attaching and fanning out take the same lock);
 - a permission request goes to every attached connection, and to each one
   that attaches while it is unanswered; the first answer wins and the
   other connections' requests are withdrawn (``$/cancel_request``);
@@ -26,6 +26,7 @@ from typing import Any, Protocol, assert_never, runtime_checkable
 import orjson
 
 from toolprep.messages.permissions import PermissionOutcome
+from toolprep.runtime.daemon.frame_history import FrameHistory
 from toolprep.runtime.session_host import (
     ClientRequest,
     EditorFailed,
@@ -62,7 +63,7 @@ class SharedSession:
         self._host = host
         self._lock = threading.RLock()
         self._attached: list[ClientConnection] = []
-        self._frames: list[bytes] = []
+        self._frames = FrameHistory()
         self._permissions: dict[str, RequestPermission] = {}
         self._driver: ClientConnection | None = None
         self._turns = 0
@@ -153,11 +154,18 @@ class SharedSession:
             if self._turns == 0:
                 # Closing the turn settled them in the host; nobody can answer them now.
                 self._permissions.clear()
+                self._frames.seal()
 
     @property
     def attached(self) -> int:
         with self._lock:
             return len(self._attached)
+
+    @property
+    def kept_bytes(self) -> int:
+        """What this session's kept frames take in memory."""
+        with self._lock:
+            return self._frames.stored_bytes
 
     @property
     def running(self) -> bool:
