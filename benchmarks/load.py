@@ -37,9 +37,19 @@ its ``/proc/<pid>/status``. ``--mode embedded,cli`` runs both per N and
 prints each figure of the CLI as a ratio of the embedded one of the same run;
 ``--cli-args`` passes options through to ``toolprep acp`` untouched.
 
-Run: ``python -m benchmarks.load [--mode embedded,cli] [--sessions 1,100,1000] [--rate 20]
-[--duration 10] [--provider anthropic|openai] [--transport aiohttp,httpx] [--gc daemon|default]
-[--cli-args=ARGS] [--plot out.png] [--report path]``.
+``--host workers,ray`` puts the same embedded agent in front of other session
+hosts as well, in the same run: the worker front over ``--shards`` worker
+processes, and the same front over ``--shards`` shard actors of a Ray cluster
+the run starts on 127.0.0.1 (``benchmarks._hosts``). Their runtimes are the
+embedded run's (same provider, same no-op tool), so each figure set against
+the embedded run's is what the host costs: ``added p50/p99`` is the latency
+per preparing card it adds. CPU sums this process and the workers or shards
+(not Ray's own daemons), threads and RSS are this process's.
+
+Run: ``python -m benchmarks.load [--mode embedded,cli] [--host local,workers,ray] [--shards 2]
+[--sessions 1,100,1000] [--rate 20] [--duration 10] [--provider anthropic|openai]
+[--transport aiohttp,httpx] [--gc daemon|default] [--cli-args=ARGS] [--plot out.png]
+[--report path]``.
 """
 
 from __future__ import annotations
@@ -259,6 +269,25 @@ class _EmbeddedAgent:
         self.connection.close()
 
 
+class _HostedAgent(_EmbeddedAgent):
+    """The embedded agent over a worker or Ray host: the runtimes live in worker processes
+    or shard actors on this machine, whose CPU counts as the agent's."""
+
+    def __init__(
+        self, host: Any, label: str, gc_mode: str, gc_threshold: tuple[int, ...] | None
+    ) -> None:
+        super().__init__(host, gc_mode, gc_threshold)
+        self.agent = label
+        self._pids = tuple(host.worker_pids())
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return self._pids
+
+    def cpu_seconds(self) -> float:
+        return h.process_cpu_seconds() + sum(h.process_cpu_seconds(pid) for pid in self._pids)
+
+
 class _CliProcessAgent:
     """``toolprep acp`` in its own process: meters read ``/proc`` for it and its workers,
     nothing is subtracted."""
@@ -317,8 +346,11 @@ def run_child(
     gc_mode: str = "daemon",
     cli_args: Sequence[str] = (),
     workers: int = 1,
+    host: str = "local",
+    shards: int = 2,
 ) -> dict[str, Any]:
-    """Run one configuration in this process (``cli``: against a ``toolprep acp`` child)."""
+    """Run one configuration in this process (``cli``: against a ``toolprep acp`` child;
+    ``host``: the sessions behind the embedded agent in worker processes or Ray shards)."""
     import gc
 
     from benchmarks._direct import DirectRuntime, InProcessProvider
@@ -348,6 +380,13 @@ def run_child(
             command_args = [*cli_args, "--workers", str(workers)]
             process = stack.enter_context(h.cli_agent(provider_name, base_url, command_args))
             agent = _CliProcessAgent(process, workers)
+        elif host != "local":
+            from benchmarks._hosts import host_label, session_host
+
+            hosted = stack.enter_context(
+                session_host(host, shards, provider_name, base_url, sessions, transport)
+            )
+            agent = _HostedAgent(hosted, host_label(host, shards), gc_mode, gc_threshold)
         else:
             registry = h.bench_registry()
             if server is not None:
@@ -522,6 +561,7 @@ def run_child(
     return {
         "mode": mode,
         "agent": agent.agent,
+        "host": host if mode != "cli" else None,
         "cli_args": list(cli_args) if not embedded else None,
         "workers": workers if not embedded else None,
         "processes": peak_processes,
@@ -613,6 +653,7 @@ def _spawn(
     args: argparse.Namespace,
     transport: str = "aiohttp",
     workers: int = 1,
+    host: str = "local",
 ) -> dict[str, Any]:
     """Run one configuration in a fresh interpreter so runs cannot disturb each other."""
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as out:
@@ -655,6 +696,7 @@ def _spawn(
         + (["--gc-freeze"] if args.gc_freeze else [])
         + ([f"--cli-args={args.cli_args}"] if mode == "cli" and args.cli_args else [])
         + (["--child-workers", str(workers)] if mode == "cli" else [])
+        + (["--child-host", host, "--shards", str(args.shards)] if host != "local" else [])
     )
     try:
         subprocess.run(
@@ -681,6 +723,7 @@ def mode_ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         base = embedded.get((run["sessions"], run["transport"]))
         if run["agent"] == "embedded" or base is None:
             continue
+        latency, base_latency = run["preparing_latency_ms"], base["preparing_latency_ms"]
         out.append(
             {
                 "mode": _label(run),
@@ -691,9 +734,16 @@ def mode_ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     name: _ratio(_figure(run, path), _figure(base, path))
                     for name, path in RATIO_FIGURES.items()
                 },
+                "added_latency_ms": {
+                    q: _difference(latency[q], base_latency[q]) for q in ("p50", "p99")
+                },
             }
         )
     return out
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(a - b, 3)
 
 
 def _verdict(ok: bool) -> str:
@@ -908,6 +958,16 @@ def main(argv: list[str] | None = None) -> int:
         default="1,2",
         help="comma-separated --workers values to run the cli mode with (1: no worker processes)",
     )
+    parser.add_argument(
+        "--host",
+        default="local",
+        help="comma-separated session hosts behind the embedded agent: local (the runtime in "
+        "this process; always run), workers (worker processes), ray (shard actors on a local "
+        "Ray cluster; needs the ray extra)",
+    )
+    parser.add_argument(
+        "--shards", type=int, default=2, help="worker processes / Ray shards for --host"
+    )
     parser.add_argument("--sessions", default="1,100,1000", help="comma-separated session counts")
     parser.add_argument("--rate", type=float, default=20.0, help="provider events/s per session")
     parser.add_argument("--duration", type=float, default=10.0, help="measured seconds per N")
@@ -976,6 +1036,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child-workers", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--child-host", default="local", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.sessions.split(",") if x.strip()]
     if not counts or min(counts) < 1:
@@ -994,6 +1055,10 @@ def main(argv: list[str] | None = None) -> int:
         worker_counts = []
     if not worker_counts or min(worker_counts) < 1:
         parser.error(f"--workers takes positive counts (got {args.workers!r})")
+    hosts = [x.strip() for x in args.host.split(",") if x.strip()]
+    if not hosts or set(hosts) - {"local", "workers", "ray"} or args.shards < 1:
+        parser.error(f"--host takes local, workers, ray and --shards N >= 1 (got {args.host!r})")
+    other_hosts = [x for x in hosts if x != "local"]
     agents = [
         *(["embedded"] if "embedded" in modes else []),
         *([cli_label(w) for w in worker_counts] if "cli" in modes else []),
@@ -1020,6 +1085,8 @@ def main(argv: list[str] | None = None) -> int:
             args.gc,
             cli_args,
             args.child_workers,
+            args.child_host,
+            args.shards,
         )
         h.write_report(args.child_out, result)
         return 0
@@ -1034,6 +1101,9 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_http_baseline:
                     print(f"direct-http/{transport:<8} N={n}: running ...", flush=True)
                     http_runs.append(_spawn("direct-http", n, args, transport))
+            for host in other_hosts:  # on the runtime's own transport (the first listed)
+                print(f"{host}-{args.shards}/{transports[0]} N={n}: running ...", flush=True)
+                runs.append(_spawn("actors", n, args, transports[0], host=host))
         if "cli" in modes:
             # The command's provider always uses the runtime's own transport (the first listed).
             for workers in worker_counts:
@@ -1084,9 +1154,11 @@ def main(argv: list[str] | None = None) -> int:
     ratios = mode_ratios(runs)
     for ratio in ratios:
         figures = ", ".join(f"{k} {_fmt(v, '.2f')}x" for k, v in ratio["ratios"].items())
+        added = ratio["added_latency_ms"]
         print(
             f"  N={ratio['sessions']}: {ratio['mode']} / embedded {ratio['against']} "
-            f"({ratio['transport']}): {figures}"
+            f"({ratio['transport']}): {figures}; added p50 {_fmt(added['p50'], '+.2f')} ms, "
+            f"p99 {_fmt(added['p99'], '+.2f')} ms"
         )
     for n in counts:
         by_transport = {
@@ -1106,6 +1178,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": h.machine_info(),
         "config": {
             "modes": modes,
+            "hosts": hosts,
+            "shards": args.shards,
             "workers": worker_counts,
             "cli_args": cli_args,
             "sessions": counts,

@@ -170,6 +170,28 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="how long a session's running turn goes on with no client attached before it "
         f"is cancelled, and an idle one stays open (default {DEFAULT_GRACE_S:g})",
     )
+    serve.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="run the sessions on shard actors of the Ray cluster at ADDRESS (auto, "
+        "HOST:PORT); needs the ray extra: pip install 'toolprep[ray]'",
+    )
+    serve.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --ray: N shard actors, each a whole runtime (default: one per CPU of "
+        "the cluster)",
+    )
+    serve.add_argument(
+        "--ray-name",
+        default="toolprep",
+        metavar="NAME",
+        help="with --ray: this daemon's name on the cluster (its placement registry is "
+        "NAME-sessions), so several daemons can share one cluster (default toolprep)",
+    )
 
 
 def _demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -229,6 +251,8 @@ def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
     from toolprep.runtime.store import SessionStore
     from toolprep.runtime.workers import WorkerHost, WorkerSpec, default_worker_count
 
+    if getattr(args, "shards", None) is not None and getattr(args, "ray", None) is None:
+        raise ValueError("--shards goes with --ray ADDRESS; on one machine use --workers N")
     if not args.no_persist and args.data_dir is None:
         args.data_dir = str(default_data_dir())
     options = {name: getattr(args, name) for name in RUNTIME_OPTIONS}
@@ -241,6 +265,8 @@ def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
     if front_store is not None:
         # Before any session runs: what a killed predecessor left open gets its discard.
         front_store.close_open_cards()
+    if getattr(args, "ray", None) is not None:
+        return _ray_hosted(args, options, front_store, stop)
     if workers == 1:
         if front_store is not None:
             front_store.close()
@@ -251,6 +277,26 @@ def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
     worker_host = WorkerHost(spec, workers, store=front_store)
     stop.on_force = worker_host.kill_tool_processes_now
     return _Hosted(worker_host, worker_host if front_store is not None else None, front_store)
+
+
+def _ray_hosted(
+    args: argparse.Namespace,
+    options: dict[str, object],
+    store: SessionStore | None,
+    stop: StopSignals,
+) -> _Hosted:
+    """``serve --ray``: the sessions on shard actors of a Ray cluster (the ``ray`` extra)."""
+    if args.workers is not None:
+        raise ValueError("--workers does not go with --ray: --shards N says how many runtimes run")
+    try:
+        from toolprep.runtime.ray_host.launch import ray_host_from_options
+    except ImportError as exc:
+        raise SessionHostError(
+            f"--ray needs the ray extra (pip install 'toolprep[ray]'): {exc}"
+        ) from None
+    host = ray_host_from_options(args.ray, args.shards, options, store, name=args.ray_name)
+    stop.on_force = host.kill_tool_processes_now
+    return _Hosted(host, host if store is not None else None, store)
 
 
 def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:

@@ -17,12 +17,9 @@ worker takes the sessions over; sessions on other workers never notice.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
-import os
 import signal
-import subprocess
 import threading
 import time
 import uuid
@@ -62,6 +59,7 @@ from toolprep.runtime.workers.codec import (
     load_result,
 )
 from toolprep.runtime.workers.process import WorkerProcess, WorkerSpec
+from toolprep.runtime.workers.transport import PlacementLog, TransportFactory, WorkerTransport
 from toolprep.runtime.workers.wire import WireError
 
 if TYPE_CHECKING:  # the store uses this package's codec: import it for types only
@@ -108,15 +106,31 @@ class _Session:
     model: str | None = None  # chosen by set_model; given again to a replacement worker
 
 
-class _Worker(WorkerProcess):
-    """One worker process and the front's bookkeeping for it."""
+class _Worker:
+    """One worker, whatever carries its frames, and the front's bookkeeping for it."""
 
-    def __init__(self, slot: int, spec: WorkerSpec) -> None:
-        super().__init__(slot, spec)
+    def __init__(self, transport: WorkerTransport) -> None:
+        self.transport = transport
+        self.slot = transport.slot
+        self.alive = False
         self.sessions: dict[str, _Session] = {}
         self.calls: dict[int, _Call] = {}
         self.tool_groups: set[int] = set()
         self.thread: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.transport.pid
+
+    def await_ready(self) -> None:
+        self.transport.await_ready()
+        self.alive = True
+
+    def stop_now(self) -> None:
+        """Kill the worker and release it (one that never served, or is not wanted)."""
+        self.transport.kill()
+        self.transport.wait(5.0)
+        self.transport.close()
 
 
 class WorkerHost:
@@ -135,9 +149,14 @@ class WorkerHost:
         max_restarts: int = 5,
         within_seconds: float = 60.0,
         store: SessionStore | None = None,
+        transport: TransportFactory | None = None,
+        placements: PlacementLog | None = None,
     ) -> None:
         """``store`` is the file the workers' runtimes journal into (their factory opens
-        it); given it, the host also serves as a ``SessionArchive``."""
+        it); given it, the host also serves as a ``SessionArchive``. ``transport`` starts
+        a slot's worker (default: a child process running ``spec``; a Ray shard actor
+        with ``toolprep.runtime.ray_host``). ``placements`` is told where each session
+        is opened and when it is closed."""
         if workers < 1:
             raise ValueError(f"a worker host needs at least one worker, not {workers}")
         self._spec = spec
@@ -151,15 +170,15 @@ class WorkerHost:
         self._crashes: dict[int, deque[float]] = {}
         self._replacing: set[int] = set()
         self.restarts = 0
-        started = [_Worker(slot, spec) for slot in range(workers)]
+        self._placements = placements
+        self._start: TransportFactory = transport or (lambda slot: WorkerProcess(slot, spec))
+        started = [_Worker(self._start(slot)) for slot in range(workers)]
         try:
             for worker in started:
                 worker.await_ready()
         except BaseException:
             for worker in started:
-                worker.process.kill()
-                worker.process.wait()
-                worker.close_pipes()
+                worker.stop_now()
             raise
         self._workers: list[_Worker] = started
         for worker in started:
@@ -210,6 +229,8 @@ class WorkerHost:
                 self._sessions.pop(session_id, None)
                 worker.sessions.pop(session_id, None)
             raise
+        if self._placements is not None:
+            self._placements.placed(session_id, worker.slot)
 
     # --- SessionArchive, when given the store the workers journal into ---------------------
 
@@ -308,6 +329,8 @@ class WorkerHost:
         for _payload, later in waiting:
             later.set_result(TurnResult("cancelled"))
         self._send(worker, ["close", session_id])
+        if self._placements is not None:
+            self._placements.forgot(session_id)
 
     def shutdown(self, timeout: float = 10.0) -> None:
         with self._lock:
@@ -321,15 +344,13 @@ class WorkerHost:
         for worker in workers:
             if worker.thread is not None:
                 worker.thread.join(max(0.0, deadline - time.monotonic()))
-            try:
-                worker.process.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+            if not worker.transport.wait(max(0.1, deadline - time.monotonic())):
                 logger.warning("worker %d did not stop in time; killing it", worker.slot)
-                worker.process.kill()
-                worker.process.wait()
+                worker.transport.kill()
+                worker.transport.wait(5.0)
             if worker.thread is not None:
                 worker.thread.join(5.0)
-            worker.close_pipes()
+            worker.transport.close()
 
     # --- beyond the boundary ----------------------------------------------------------------
 
@@ -338,11 +359,15 @@ class WorkerHost:
         with self._lock:
             return [w.pid for w in self._workers if w.alive]
 
+    def slot_of(self, session_id: str) -> int:
+        """The worker slot serving ``session_id`` (placement checks and drills use it)."""
+        with self._lock:
+            return self._require(session_id).worker.slot
+
     def kill_tool_processes_now(self) -> None:
         """Ask every worker to kill its tool processes and exit; safe in a signal handler."""
         for worker in list(self._workers):
-            with contextlib.suppress(OSError):
-                os.kill(worker.pid, signal.SIGTERM)
+            worker.transport.interrupt()
 
     # --- calls to workers -----------------------------------------------------------------
 
@@ -394,7 +419,7 @@ class WorkerHost:
     def _send(self, worker: _Worker, header: list[Any], payload: bytes = b"") -> None:
         """Write to ``worker``; a dead worker's reader settles whatever this call awaited."""
         try:
-            worker.writer.write(header, payload)
+            worker.transport.send(header, payload)
         except OSError as exc:
             logger.warning(
                 "worker %d is unreachable (%r); its reader ends its turns", worker.slot, exc
@@ -410,7 +435,7 @@ class WorkerHost:
 
     def _read(self, worker: _Worker) -> None:
         sessions = worker.sessions
-        read = worker.reader.read
+        read = worker.transport.read
         try:
             while (frame := read()) is not None:
                 header, payload = frame
@@ -423,7 +448,7 @@ class WorkerHost:
                     self._handle(worker, header)
         except (WireError, OSError, ValueError) as exc:
             logger.error("worker %d sent a broken frame: %s", worker.slot, exc)
-            worker.process.kill()
+            worker.transport.kill()
         self._worker_ended(worker)
 
     def _relay_update(self, session: _Session, card: list[Any] | None, payload: bytes) -> None:
@@ -489,8 +514,10 @@ class WorkerHost:
             if not closing:
                 self._replacing.add(worker.slot)
             calls, worker.calls = worker.calls, {}
+            for call_id in calls:  # answered below: a later close must not wait for them
+                calls[call_id].session.prompts.discard(call_id)
             sessions = list(worker.sessions.values())
-        how = worker.exit_description()
+        how = worker.transport.exit_description()
         for pgid in worker.tool_groups:  # what the worker could not stop itself
             signal_group(pgid, signal.SIGKILL)
         if not closing:
@@ -504,7 +531,7 @@ class WorkerHost:
                     call.future.set_result(TurnResult(None, error=lost))
                 case "open" | "answer":
                     call.future.set_exception(WorkerCrashed(lost))
-        worker.close_pipes()
+        worker.transport.close()
         if not closing:
             self._replace(worker, [s for s in sessions if not s.closed])
 
@@ -551,7 +578,7 @@ class WorkerHost:
             )
             return None
         try:
-            successor = _Worker(dead.slot, self._spec)
+            successor = _Worker(self._start(dead.slot))
             successor.await_ready()
         except Exception:
             logger.exception("worker %d could not be restarted", dead.slot)
@@ -562,9 +589,7 @@ class WorkerHost:
                 self.restarts += 1
                 self._start_reading(successor)
                 return successor
-        successor.process.kill()
-        successor.process.wait()
-        successor.close_pipes()
+        successor.stop_now()
         return None
 
     def _move(self, session: _Session, successor: _Worker) -> None:

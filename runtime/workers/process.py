@@ -7,8 +7,10 @@ signal from an exit status) reads on its own.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -50,7 +52,10 @@ class WorkerSpec:
 
 
 class WorkerProcess:
-    """A started worker: frames go in through ``writer`` and come out through ``reader``."""
+    """A started worker: frames go in through ``writer`` and come out through ``reader``.
+
+    The ``WorkerTransport`` of a child process on this machine.
+    """
 
     def __init__(self, slot: int, spec: WorkerSpec) -> None:
         self.slot = slot
@@ -64,7 +69,6 @@ class WorkerProcess:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.writer = FrameWriter(self.process.stdin.fileno())
         self.reader = FrameReader(self.process.stdout)
-        self.alive = False
 
     @property
     def pid(self) -> int:
@@ -79,9 +83,29 @@ class WorkerProcess:
             logger.error("worker %d sent no ready frame: %s", self.slot, exc)
         if frame is None or frame[0][0] != "ready":
             code = self.process.wait()
-            self.close_pipes()
+            self.close()
             raise SessionHostError(f"worker {self.slot} did not start (exit status {code})")
-        self.alive = True
+
+    def send(self, header: list[Any], payload: bytes = b"") -> None:
+        self.writer.write(header, payload)
+
+    def read(self) -> tuple[list[Any], bytes] | None:
+        return self.reader.read()
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def wait(self, timeout: float) -> bool:
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def interrupt(self) -> None:
+        # Its SIGTERM handler kills its tool processes, then it exits.
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGTERM)
 
     def exit_description(self) -> str:
         try:
@@ -93,7 +117,7 @@ class WorkerProcess:
             return f"was killed by signal {-code}"
         return f"exited with status {code}"
 
-    def close_pipes(self) -> None:
+    def close(self) -> None:
         for pipe in (self.process.stdin, self.process.stdout):
             if pipe is not None:
                 try:

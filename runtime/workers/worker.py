@@ -45,6 +45,7 @@ from toolprep.runtime.workers.codec import (
     load_mcp_servers,
     load_parts,
 )
+from toolprep.runtime.workers.transport import FrameOutput
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
 
 logger = logging.getLogger(__name__)
@@ -53,9 +54,9 @@ RuntimeFactory = Callable[[Any], Runtime]
 
 
 class PipeSink:
-    """The ``FrameSink`` of every session of this worker: frames onto the pipe to the front."""
+    """The ``FrameSink`` of every session of this worker: frames on their way to the front."""
 
-    def __init__(self, writer: FrameWriter) -> None:
+    def __init__(self, writer: FrameOutput) -> None:
         self._writer = writer
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
@@ -81,25 +82,28 @@ def load_factory(spec: str) -> RuntimeFactory:
 
 
 class WorkerLoop:
-    """Reads the front's commands and carries them out on the runtime."""
+    """Carries out the front's commands on the runtime, whichever way they travel: read
+    from a pipe (``run``), or handed over one call each (``step``, as a Ray shard does)."""
 
-    def __init__(self, runtime: Runtime, commands: IO[bytes], writer: FrameWriter) -> None:
+    def __init__(self, runtime: Runtime, writer: FrameOutput) -> None:
         self.runtime = runtime
-        self.reader = FrameReader(commands)
         self.writer = writer
         self.sink = PipeSink(writer)
 
-    def run(self) -> None:
-        while True:
-            frame = self.reader.read()
-            if frame is None:  # the front went away: end the turns it can no longer see
-                self.runtime.shutdown()
+    def run(self, commands: IO[bytes]) -> None:
+        reader = FrameReader(commands)
+        while (frame := reader.read()) is not None:
+            if not self.step(*frame):
                 return
-            header, payload = frame
-            if header[0] == "shutdown":
-                self.runtime.shutdown(timeout=float(header[1]))
-                return
-            self.handle(header, payload)
+        self.runtime.shutdown()  # the front went away: end the turns it can no longer see
+
+    def step(self, header: list[Any], payload: bytes) -> bool:
+        """Carry out one command; False after the last one (shutdown)."""
+        if header[0] == "shutdown":
+            self.runtime.shutdown(timeout=float(header[1]))
+            return False
+        self.handle(header, payload)
+        return True
 
     def handle(self, header: list[Any], payload: bytes) -> None:
         match header:
@@ -205,7 +209,7 @@ class WorkerLoop:
         self.writer.write(["raised", call_id, kind, str(exc) or repr(exc)])
 
 
-def report_tool_groups(runtime: Runtime, writer: FrameWriter) -> None:
+def report_tool_groups(runtime: Runtime, writer: FrameOutput) -> None:
     """Tell the front of every tool and MCP server process group, so it can kill them
     should this process die."""
 
@@ -247,7 +251,7 @@ def main(argv: list[str]) -> int:
     writer.write(["ready", os.getpid()])
     commands = open(sys.stdin.fileno(), "rb", closefd=False)  # noqa: SIM115
     try:
-        WorkerLoop(runtime, commands, writer).run()
+        WorkerLoop(runtime, writer).run(commands)
     except (WireError, orjson.JSONDecodeError) as exc:
         logger.error("the front sent something that is no command (%s); stopping", exc)
         runtime.shutdown()

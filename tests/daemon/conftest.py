@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.daemon_process import DaemonProcess
+from tests.support.daemon_process import DaemonProcess, daemon_environment, serve_command
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import provider_base_url
 
@@ -39,25 +37,8 @@ def start_daemon(
     started: list[DaemonProcess] = []
 
     def start(*options: str, env_extra: dict[str, str] | None = None) -> DaemonProcess:
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        env.pop("TOOLPREP_TOKEN", None)
-        env["ANTHROPIC_API_KEY"] = "test-key"
-        env.update(env_extra or {})
-        command = [
-            sys.executable,
-            "-m",
-            "toolprep.runtime.cli",
-            "serve",
-            "--port",
-            "0",
-            "--provider",
-            KIND,
-            "--base-url",
-            provider_base_url(KIND, provider),
-            "--max-retries",
-            "0",
-            *options,
-        ]
+        env = daemon_environment(env_extra)
+        command = serve_command(KIND, provider_base_url(KIND, provider), *options)
         log = tmp_path / f"daemon-{len(started)}.log"
         daemon = DaemonProcess(command, env, workdir, log)
         started.append(daemon)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,6 +16,34 @@ from typing import IO
 from tests.support.ws_client import WsClient
 
 _LISTENING = re.compile(r"serving ACP on (ws://\S+)")
+
+
+def serve_command(provider: str, base_url: str, *options: str) -> list[str]:
+    """``toolprep serve`` on a free loopback port against the provider at ``base_url``."""
+    return [
+        sys.executable,
+        "-m",
+        "toolprep.runtime.cli",
+        "serve",
+        "--port",
+        "0",
+        "--provider",
+        provider,
+        "--base-url",
+        base_url,
+        "--max-retries",
+        "0",
+        *options,
+    ]
+
+
+def daemon_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This environment without real keys or a daemon token, with a test provider key."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.pop("TOOLPREP_TOKEN", None)
+    env["ANTHROPIC_API_KEY"] = "test-key"
+    env.update(extra or {})
+    return env
 
 
 class DaemonProcess:

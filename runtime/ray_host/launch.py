@@ -1,0 +1,60 @@
+"""``toolprep serve --ray ADDRESS [--shards N]``: the Ray host built from the command line.
+
+The shards build the very runtime ``toolprep acp`` builds, from the same
+options (``runtime_from_options``), so a session behaves alike wherever it
+runs; the provider settings the runtime reads from the environment travel
+with the job, since a shard starts from the cluster's environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import ray
+
+from toolprep.runtime.ray_host.host import RayHost, connect, forwarded_environment
+from toolprep.runtime.session_host import SessionHostError
+from toolprep.runtime.workers.process import WorkerSpec
+
+if TYPE_CHECKING:
+    from toolprep.runtime.store import SessionStore
+
+__all__ = ["default_shard_count", "ray_host_from_options"]
+
+RUNTIME_FACTORY = "toolprep.runtime.assembly:runtime_from_options"
+
+
+def default_shard_count() -> int:
+    """One shard per CPU the cluster has (each shard reserves one)."""
+    resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+    return max(1, int(resources.get("CPU", 1)))
+
+
+def ray_host_from_options(
+    address: str,
+    shards: int | None,
+    options: Mapping[str, Any],
+    store: SessionStore | None,
+    *,
+    name: str = "toolprep",
+) -> RayHost:
+    """Join the cluster at ``address`` and start the shards of the front called ``name``;
+    leaving the cluster again on shutdown.
+
+    Raises ``ValueError`` for a bad count and ``SessionHostError`` when the
+    cluster cannot be joined or the shards cannot start.
+    """
+    if shards is not None and shards < 1:
+        raise ValueError(f"--shards must be >= 1, got {shards}")
+    try:
+        connect(address, env_vars=forwarded_environment())
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise SessionHostError(f"cannot join the Ray cluster at {address}: {exc}") from None
+    spec = WorkerSpec(RUNTIME_FACTORY, dict(options))
+    try:
+        count = shards if shards is not None else default_shard_count()
+        return RayHost(spec, count, store=store, name=name, disconnect=True)
+    except BaseException:
+        ray.shutdown()
+        raise
