@@ -306,10 +306,6 @@ class WorkerHost:
         return load_config(self._ask(session_id, ["session_config"]))
 
     def set_model(self, session_id: str, model: str) -> SessionConfig:
-        # Checked here, where the error can name the choices; every worker has the same.
-        models = self.session_config(session_id).models
-        if model not in models:
-            raise UnknownModel(model, models)
         config = load_config(self._ask(session_id, ["set_model", model]))
         with self._lock:
             self._require(session_id).model = model  # given again to a replacement worker
@@ -482,6 +478,8 @@ class WorkerHost:
                     worker.tool_groups.discard(pgid)
             case ["returned", int(call_id), value]:
                 self._settle(worker, call_id, value, None)
+            case ["raised", int(call_id), "unknown_model", str(model), list(models)]:
+                self._settle(worker, call_id, None, UnknownModel(model, models))
             case ["raised", int(call_id), str(kind), str(message)]:
                 self._settle(worker, call_id, None, _error(kind, message))
             case _:

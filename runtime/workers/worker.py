@@ -35,6 +35,7 @@ from toolprep.runtime.session_host import (
     ClientRequest,
     EditorCapabilities,
     HostClosed,
+    UnknownModel,
     UnknownSession,
 )
 from toolprep.runtime.workers.codec import (
@@ -198,6 +199,9 @@ class WorkerLoop:
 
     def _raise(self, call_id: int, exc: Exception) -> None:
         match exc:
+            case UnknownModel():  # the front raises it again, naming the choices
+                self.writer.write(["raised", call_id, "unknown_model", exc.model, exc.models])
+                return
             case UnknownSession():
                 kind = "unknown_session"
             case HostClosed():

@@ -93,12 +93,14 @@ def test_the_editor_picks_the_model_and_the_rest_stay_fallbacks(kind: str, tmp_p
         ({"configId": "model", "value": 7}, "'value'"),
     ],
 )
+@pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_bad_setting_is_refused_by_name_and_changes_nothing(
-    params: dict[str, Any], message: str, tmp_path: Path
+    params: dict[str, Any], message: str, workers: str, tmp_path: Path
 ) -> None:
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.text_turn("openai")))
-        agent = _start("openai", server, tmp_path, "--no-persist", *MODELS)
+        options = ("--no-persist", "--workers", workers, *MODELS)
+        agent = _start("openai", server, tmp_path, *options)
         try:
             session_id = agent.start_session(tmp_path)
             refused = agent.reply(
