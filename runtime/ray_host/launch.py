@@ -8,6 +8,7 @@ with the job, since a shard starts from the cluster's environment.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,29 @@ if TYPE_CHECKING:
 __all__ = ["default_shard_count", "ray_host_from_options"]
 
 RUNTIME_FACTORY = "toolprep.runtime.assembly:runtime_from_options"
+
+PROBE_TIMEOUT_S = 5.0
+"""How long the head's address may take to accept a connection before the daemon gives up."""
+
+
+def check_reachable(address: str) -> None:
+    """Fail at once when nothing listens at a ``HOST:PORT`` address.
+
+    Ray itself keeps retrying an address with no cluster behind it for more
+    than a minute before it says so; ``auto`` and ``ray://`` addresses are
+    left to Ray.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SessionHostError(
+            f"cannot join the Ray cluster at {address}: nothing answers there ({reason})"
+        ) from None
 
 
 def default_shard_count() -> int:
@@ -47,6 +71,7 @@ def ray_host_from_options(
     """
     if shards is not None and shards < 1:
         raise ValueError(f"--shards must be >= 1, got {shards}")
+    check_reachable(address)
     try:
         connect(address, env_vars=forwarded_environment())
     except (ConnectionError, RuntimeError, ValueError) as exc:

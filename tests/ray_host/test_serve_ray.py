@@ -10,6 +10,9 @@ started without it.
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -144,3 +147,20 @@ def test_serve_on_ray_keeps_the_boundary_promises_when_a_shard_is_killed(
     finally:
         reader.close()
     assert daemon.stop() == 0
+
+
+def test_serve_says_at_once_when_no_cluster_answers_at_the_address(tmp_path: Path) -> None:
+    with socket.socket() as unused:  # a port nothing listens on: bound, never listening
+        unused.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{unused.getsockname()[1]}"
+        command = [sys.executable, "-m", "toolprep.runtime.cli", "serve", "--no-persist"]
+        done = subprocess.run(
+            [*command, "--ray", address, "--shards", "1"],
+            capture_output=True,
+            cwd=tmp_path,
+            env=daemon_environment(),
+            timeout=DEADLINE_S,
+            text=True,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot join the Ray cluster at {address}: nothing answers there" in done.stderr
