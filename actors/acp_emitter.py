@@ -59,7 +59,9 @@ class AcpEmitter(RoleActor):
         self.state.sinks[msg.session_id] = msg.sink
 
     def on_detach(self, msg: DetachSink) -> None:
+        """Forget the session's sink, then say the close is done (a reopen waits for it)."""
         self.state.sinks.pop(msg.session_id, None)
+        _resolve(msg.closed, None)
 
     def _write(self, sink: SessionSink | None, session_id: str, update: dict[str, Any]) -> None:
         meta = update.get("_meta")

@@ -113,6 +113,7 @@ class SessionState:
     phase: Phase = "idle"
     turn: Turn | None = None
     closing: bool = False
+    closed: Future[None] | None = None  # resolved by the emitter once the close is done
     tools: tuple[ToolDeclaration, ...] = ()  # the session's own, after the runtime's
 
 
@@ -183,7 +184,11 @@ class SessionSupervisor(RoleActor):
     def on_close_session(self, msg: CloseSession) -> None:
         session = self.state.sessions.get(msg.session_id)
         if session is None:
+            # Nothing to wind down, but the sink still goes and whoever waits on the close
+            # (a reopen of the id) must hear that it is done.
+            self.directory.tell(EMITTER, DetachSink(msg.session_id, msg.closed))
             return
+        session.closed = msg.closed
         if session.turn is None:
             self._forget(session)
             return
@@ -194,8 +199,10 @@ class SessionSupervisor(RoleActor):
         self.state.sessions.pop(session.session_id, None)
         for role in (TRACKER, EXECUTOR):
             self.directory.tell(role, SessionClosed(session.session_id))
-        # After any DeliverTurnResult already sent, so the closing turn's discards still go out.
-        self.directory.tell(EMITTER, DetachSink(session.session_id))
+        # After any DeliverTurnResult already sent, so the closing turn's discards still go out;
+        # last, so the close counts as done only once every role was told.
+        closed: Future[None] = Future() if session.closed is None else session.closed
+        self.directory.tell(EMITTER, DetachSink(session.session_id, closed))
 
     # --- the turn loop -------------------------------------------------------------
 

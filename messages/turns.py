@@ -149,9 +149,15 @@ class ChooseModel:
 
 @dataclass(frozen=True, slots=True)
 class CloseSession:
-    """End the session: its running turn is cancelled, then every role forgets it."""
+    """End the session: its running turn is cancelled, then every role forgets it.
+
+    ``closed`` resolves once that is done (see ``DetachSink``): only then may
+    the same id be opened again, or the old session's late clean-up would land
+    on the new one.
+    """
 
     session_id: str
+    closed: Future[None] = field(default_factory=Future)
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +303,16 @@ class AttachSink:
 
 @dataclass(frozen=True, slots=True)
 class DetachSink:
+    """The session is gone: write nothing more for it, then resolve ``closed``.
+
+    Sent by the supervisor after the session's last frames and turn result, and
+    after it told the other roles ``SessionClosed``, so by the time ``closed``
+    resolves every frame of the session was written and any message a new
+    session of the same id sends queues behind the old one's clean-up.
+    """
+
     session_id: str
+    closed: Future[None] = field(default_factory=Future)
 
 
 # --- fault injection (real crash of a role, used by the fault suite) ----------

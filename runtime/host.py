@@ -12,6 +12,11 @@ session has no prompt outstanding any more, and stops all of them at shutdown.
 A session's MCP servers (``runtime.mcp``) live as long as the session: their
 tools are the session's own, offered after the shared registry's, and the
 servers stop when the session closes or the runtime shuts down.
+
+Closing a session returns at once; the roles wind it down after (cancel its
+turn, write its last frames, forget it, detach its sink). Opening the same id
+again, as a reload does, first waits for that to finish, so nothing of the
+closed session reaches the new one and its clean-up cannot undo the new one.
 """
 
 from __future__ import annotations
@@ -76,6 +81,9 @@ logger = logging.getLogger(__name__)
 JOURNAL_WAIT_S = 5.0
 """How long reading the store, releasing a session or shutting down waits for the journal."""
 
+CLOSE_WAIT_S = 5.0
+"""How long opening a session id again waits for the roles to finish its earlier close."""
+
 
 @dataclass(frozen=True, slots=True)
 class RuntimeConfig:
@@ -126,6 +134,7 @@ class Runtime:
         self._client_fs: dict[str, ClientFilesystem] = {}
         self._requests = ClientRequests()
         self._outstanding: Counter[str] = Counter()
+        self._closing: dict[str, Future[None]] = {}  # closes the roles have not finished
         self._lock = threading.Lock()
         self._closed = False
         self._start_roles()
@@ -205,6 +214,7 @@ class Runtime:
         """
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
         resolved = str(Path(cwd).resolve())
+        self._await_close(session_id)
         self._open(session_id, resolved, sink, editor, (), mcp_servers, create_in_store=True)
         return session_id
 
@@ -228,6 +238,9 @@ class Runtime:
         with self._lock:
             if session_id in self._sessions:
                 raise ValueError(f"a session with this id is already open: {session_id}")
+        # Its last life in this process must be over before the store is read: its final
+        # frames and history go to the journal on the way out.
+        self._await_close(session_id)
         # First: a card's queued terminal update must land before close_open_cards discards it.
         self._wait_for_journal(f"restoring {session_id}")
         self.store.claim(session_id)  # refused while another live process serves it
@@ -442,14 +455,17 @@ class Runtime:
         return self._requests.editor.answer(session_id, request_id, answer)
 
     def close_session(self, session_id: str) -> None:
+        closed: Future[None] = Future()
         with self._lock:
             if session_id not in self._sessions:
                 raise UnknownSession(session_id)
             self._sessions.remove(session_id)
             self._first_route.pop(session_id, None)
             self._client_fs.pop(session_id, None)
+            self._closing[session_id] = closed  # in the same step, so a reopen sees it
+        closed.add_done_callback(functools.partial(self._close_done, session_id))
         # The supervisor detaches the sink once the session's last frames are out.
-        self.directory.tell(SUPERVISOR, CloseSession(session_id))
+        self.directory.tell(SUPERVISOR, CloseSession(session_id, closed))
         self._requests.settle_session(session_id)
         self.mcp.close(session_id)  # its servers stop in the background
         if self.store is not None:
@@ -459,6 +475,38 @@ class Runtime:
                 self.store.release(session_id)
             except StoreError as exc:
                 logger.error("session %s stays marked as served here: %s", session_id, exc)
+
+    def _close_done(self, session_id: str, closed: Future[None]) -> None:
+        """Runs on the emitter's thread once it detached the sink; must not block."""
+        with self._lock:
+            if self._closing.get(session_id) is closed:
+                del self._closing[session_id]
+
+    def _await_close(self, session_id: str) -> None:
+        """Wait until the roles finished closing ``session_id``, if it was just closed.
+
+        ``close_session`` only tells the supervisor; the sink is detached later,
+        by the emitter, once the supervisor has forgotten the session. A session
+        opened under the same id before then would have its new sink detached by
+        that late ``DetachSink`` (its turns' frames lost), be forgotten when the
+        old turn ends, and get the old turn's discards. Waiting orders the old
+        session's clean-up before anything the new one sends. Should the close
+        not finish in ``CLOSE_WAIT_S`` (a role that stopped taking messages),
+        the open goes ahead rather than leave the id unusable.
+        """
+        with self._lock:
+            closing = self._closing.get(session_id)
+            if closing is None or self._closed:
+                return
+        try:
+            closing.result(timeout=CLOSE_WAIT_S)
+        except TimeoutError:
+            logger.warning(
+                "opening %s again although its close did not finish within %.0f s",
+                session_id,
+                CLOSE_WAIT_S,
+            )
+            self._close_done(session_id, closing)
 
     def crash_role(self, role: str, session_id: str | None = None) -> None:
         """Make a role raise inside a handler, exactly as a bug would (fault drills)."""

@@ -1,0 +1,121 @@
+"""Closing a session and loading it again at once, in the same process.
+
+The editor closes a session and loads it straight back (a reconnect, a window
+reload): the reloaded session must be the only one that writes to the new
+sink, get every frame of its turns, and keep its history in the store. The
+close's clean-up (detaching the old sink, forgetting the old turn) runs on the
+role threads after ``close_session`` returns, so each test repeats the cycle
+enough times for a misordering to show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.runtime import scenarios as sc
+from tests.session_host.recording import RecordingFrameSink
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.runtime_harness import (
+    TURN_END,
+    check_cards,
+    harness,
+    is_discarded,
+    is_preparing,
+    message_text,
+)
+from toolprep.messages.content import TextPart
+from toolprep.runtime.host import Runtime
+from toolprep.runtime.store import SessionStore
+
+KIND = "anthropic"
+CYCLES = 30
+TURN_S = 20.0
+
+
+@contextmanager
+def _stored_runtime(tmp_path: Path) -> Iterator[tuple[FakeProviderServer, SessionStore, Runtime]]:
+    """A runtime journaling into a SQLite file, against the loopback provider."""
+    with (
+        FakeProviderServer() as server,
+        SessionStore(tmp_path / "sessions.db") as store,
+        harness(KIND, tmp_path, store=store, server=server) as h,
+    ):
+        yield server, store, h.runtime
+
+
+def test_a_session_closed_and_loaded_again_at_once_keeps_every_frame_of_its_turns(
+    tmp_path: Path,
+) -> None:
+    with _stored_runtime(tmp_path) as (server, store, runtime):
+        first = RecordingFrameSink()
+        session_id = runtime.open_session(tmp_path, first)
+        server.enqueue(sc.ok(sc.text_turn(KIND, "reply 0")))
+        reply = first.mark_result(session_id, runtime.prompt(session_id, [TextPart("prompt 0")]))
+        assert reply.result(TURN_S).stop_reason == "end_turn"
+        old = first
+        lost: list[int] = []
+        for cycle in range(1, CYCLES + 1):
+            runtime.close_session(session_id)
+            sink = RecordingFrameSink()
+            runtime.load_session(session_id, sink, replay=False)
+            server.enqueue(sc.ok(sc.text_turn(KIND, f"reply {cycle}")))
+            prompt = [TextPart(f"prompt {cycle}")]
+            result = sink.mark_result(session_id, runtime.prompt(session_id, prompt))
+            assert result.result(TURN_S).stop_reason == "end_turn", cycle
+            frames = sink.frames()
+            if message_text(frames) != f"reply {cycle}" or frames[-1] != TURN_END:
+                lost.append(cycle)
+            assert sink.session_ids() <= {session_id}
+            assert old.frames()[-1] == TURN_END, "the closed session's sink got frames after close"
+            old = sink
+
+        assert not lost, f"turns whose frames never reached the reloaded session's sink: {lost}"
+        assert runtime.flush_journal()
+        stored = store.load(session_id)
+        # Every turn's prompt and reply are in the history the next load starts from.
+        assert len(stored.history) == 2 * (CYCLES + 1)
+        assert message_text(list(stored.frames)) == "".join(f"reply {n}" for n in range(CYCLES + 1))
+
+
+def test_a_session_closed_mid_turn_and_loaded_again_at_once_starts_clean(
+    tmp_path: Path,
+) -> None:
+    """The closed turn's discards go to the old sink; the reloaded session takes prompts."""
+    with _stored_runtime(tmp_path) as (server, _store, runtime):
+        sink = RecordingFrameSink()
+        session_id = runtime.open_session(tmp_path, sink)
+        failures: list[str] = []
+        for cycle in range(1, CYCLES + 1):
+            call_id = f"call_{cycle}"
+            server.enqueue(sc.prepared_then_stall(KIND, (call_id, "get_weather", {"city": "Oslo"})))
+            stalled = sink.mark_result(
+                session_id, runtime.prompt(session_id, [TextPart(f"stall {cycle}")])
+            )
+            sink.wait_until(
+                lambda events: any(isinstance(e, dict) and is_preparing(e) for _, e in events)
+            )
+            runtime.close_session(session_id)
+            old, sink = sink, RecordingFrameSink()
+            runtime.load_session(session_id, sink, replay=False)
+            server.enqueue(sc.ok(sc.text_turn(KIND, f"reply {cycle}")))
+            reply = sink.mark_result(
+                session_id, runtime.prompt(session_id, [TextPart(f"prompt {cycle}")])
+            )
+            result = reply.result(TURN_S)
+            assert stalled.result(TURN_S).stop_reason == "cancelled"
+            old_frames = old.frames()
+            new_frames = sink.frames()
+            if result.stop_reason != "end_turn":
+                failures.append(f"{cycle}: reloaded prompt ended {result}")
+            elif message_text(new_frames) != f"reply {cycle}":
+                failures.append(f"{cycle}: reloaded turn's frames lost: {new_frames}")
+            if any(f.get("toolCallId") == call_id for f in new_frames):
+                failures.append(f"{cycle}: the closed turn's card reached the new sink")
+            if not any(is_discarded(f) and f["toolCallId"] == call_id for f in old_frames):
+                failures.append(f"{cycle}: the closed turn's card was never discarded")
+            if failures:
+                break
+            check_cards(old_frames)
+        assert not failures, failures
