@@ -87,5 +87,8 @@ def ensure_permission(
     if outcome in ALLOWED_OUTCOMES:
         return
     if outcome == "cancelled":
-        raise ToolError(f"{label}: permission request was cancelled; nothing was run")
+        # Worded as the executor words a turn cancel that finds the call waiting here: the
+        # client's "cancelled" answer and the cancel itself race, and the card must not
+        # say something different depending on which came first.
+        raise ToolError(f"Cancelled while waiting for permission ({label}); nothing was run")
     raise ToolError(f"{label} was not allowed by the user")

@@ -129,6 +129,26 @@ async def test_cancel_mid_permission(tmp_path: Path) -> None:
         assert "Cancelled while waiting for permission" in str(client.frames()[-1])
 
 
+async def test_a_permission_request_the_client_cancels_reads_as_a_cancel_mid_permission(
+    tmp_path: Path,
+) -> None:
+    """The client's "cancelled" answer alone (it may overtake the session's cancel) fails the
+    call with the same reason a turn cancel gives, and the turn goes on."""
+    kind = "anthropic"
+    shell = ("call_sh", "run_shell_command", {"command": "echo hi"})
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.calls_turn(kind, [shell])), sc.ok(sc.text_turn(kind, "Skipped.")))
+        client = RecordingClient(permission="wait")
+        client.permission_release.set()  # answers "cancelled" as soon as it is asked
+        async with running_agent(*agent_command(kind, server), client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+        assert reply.stop_reason == "end_turn"
+        assert lifecycle(client.frames()) == {"call_sh": ["preparing", "failed"]}
+        assert "Cancelled while waiting for permission" in str(client.frames())
+        assert "nothing was run" in str(server.requests[1].body)  # what the model is told
+
+
 async def test_permission_rejected_fails_the_call_and_turn_goes_on(tmp_path: Path) -> None:
     kind = "openai"
     shell = ("call_sh", "run_shell_command", {"command": "echo hi"})
