@@ -128,9 +128,9 @@ class Runtime:
         self.executor_state = ExecutorState()
         self.reader_state = ReaderState()
         self.supervisor_state = SupervisorState()
-        self._sessions: set[str] = set()
+        # Each open session and the route its turns start with (its chosen model).
+        self._sessions: dict[str, int] = {}
         self._models = tuple(dict.fromkeys(route.model for route in self.routes))
-        self._first_route: dict[str, int] = {}  # each open session's chosen model
         self._client_fs: dict[str, ClientFilesystem] = {}
         self._requests = ClientRequests()
         self._outstanding: Counter[str] = Counter()
@@ -323,8 +323,7 @@ class Runtime:
                 raise HostClosed("the runtime is shut down")
             if session_id in self._sessions:
                 raise ValueError(f"a session with this id is already open: {session_id}")
-            self._sessions.add(session_id)
-            self._first_route[session_id] = route
+            self._sessions[session_id] = route
             if client_fs is not None:
                 self._client_fs[session_id] = client_fs
         try:
@@ -334,8 +333,7 @@ class Runtime:
             own_tools = self.mcp.open(session_id, cwd, mcp_servers)
         except BaseException:
             with self._lock:
-                self._sessions.discard(session_id)
-                self._first_route.pop(session_id, None)
+                self._sessions.pop(session_id, None)
                 self._client_fs.pop(session_id, None)
             self.mcp.close(session_id)
             raise
@@ -356,7 +354,7 @@ class Runtime:
 
     def session_config(self, session_id: str) -> SessionConfig:
         with self._lock:
-            route = self._first_route.get(session_id)
+            route = self._sessions.get(session_id)
         if route is None:
             raise UnknownSession(session_id)
         return SessionConfig(self.routes[route].model, self._models)
@@ -368,7 +366,7 @@ class Runtime:
         with self._lock:
             if session_id not in self._sessions:
                 raise UnknownSession(session_id)
-            self._first_route[session_id] = route
+            self._sessions[session_id] = route
         self.directory.tell(SUPERVISOR, ChooseModel(session_id, route))
         update = config_option_update(model, self._models)
         self.directory.tell(EMITTER, WriteFrames(session_id, (update,)))
@@ -459,8 +457,7 @@ class Runtime:
         with self._lock:
             if session_id not in self._sessions:
                 raise UnknownSession(session_id)
-            self._sessions.remove(session_id)
-            self._first_route.pop(session_id, None)
+            del self._sessions[session_id]
             self._client_fs.pop(session_id, None)
             self._closing[session_id] = closed  # in the same step, so a reopen sees it
         closed.add_done_callback(functools.partial(self._close_done, session_id))
