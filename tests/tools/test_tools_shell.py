@@ -122,7 +122,7 @@ def test_permission_allowed_runs_command(cwd: Path, make_ctx: Any, answer: Any) 
     [
         ("reject_once", "was not allowed"),
         ("reject_always", "was not allowed"),
-        ("cancelled", "cancelled"),
+        ("cancelled", "Cancelled while waiting for permission"),
     ],
 )
 def test_permission_refused_runs_nothing(
