@@ -69,6 +69,7 @@ from benchmarks import _harness as h
 from benchmarks import load
 from benchmarks.sse_server import BENCH_FILE
 from benchmarks.store import TARGET_LOAD_MS, record_turn, turn_frames, turn_history
+from tests.support.daemon_process import serve_command
 
 DEFAULT_REPORT = h.REPORTS / "serve.json"
 
@@ -144,22 +145,7 @@ def daemon_command(
     provider: str, base_url: str, workers: int | None, data_dir: Path | None
 ) -> list[str]:
     """``toolprep serve`` on a free loopback port, pointed at the loopback provider."""
-    command = [
-        sys.executable,
-        "-m",
-        "toolprep.runtime.cli",
-        "serve",
-        "--port",
-        "0",
-        "--provider",
-        provider,
-        "--base-url",
-        base_url,
-        "--model",
-        "bench",
-        "--max-retries",
-        "0",
-    ]
+    command = serve_command(provider, base_url, "--model", "bench")
     if workers is not None:
         command += ["--workers", str(workers)]
     command += ["--data-dir", str(data_dir)] if data_dir is not None else ["--no-persist"]

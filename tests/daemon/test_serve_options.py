@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.daemon_process import daemon_environment
+from tests.support.daemon_process import refused_start
 
 STARTS_IN_S = 60
 
@@ -24,13 +22,4 @@ STARTS_IN_S = 60
 def test_serve_explains_host_options_that_do_not_go_together(
     options: list[str], said: str, tmp_path: Path
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "toolprep.runtime.cli", "serve", "--no-persist", *options],
-        capture_output=True,
-        cwd=tmp_path,
-        env=daemon_environment(),
-        timeout=STARTS_IN_S,
-        text=True,
-    )
-    assert done.returncode == 2, done.stderr
-    assert said in done.stderr
+    assert said in refused_start(tmp_path, *options, timeout=STARTS_IN_S)

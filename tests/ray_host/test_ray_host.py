@@ -91,7 +91,7 @@ def hosted(
             "base_url": provider_base_url(KIND, server),
             "store": str(path),
         }
-        spec = WorkerSpec("tests.ray_host.shard_runtime:build", config)
+        spec = WorkerSpec("tests.session_host.worker_runtime:build", config)
         host = RayHost(spec, shards=2, store=store)
         try:
             yield RayUnderTest(host, server)

@@ -11,8 +11,6 @@ started without it.
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -20,7 +18,12 @@ from types import ModuleType
 import pytest
 
 from tests.runtime import scenarios as sc
-from tests.support.daemon_process import DaemonProcess, daemon_environment, serve_command
+from tests.support.daemon_process import (
+    DaemonProcess,
+    daemon_environment,
+    refused_start,
+    serve_command,
+)
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.processes import gone_within, pid_from
@@ -153,14 +156,5 @@ def test_serve_says_at_once_when_no_cluster_answers_at_the_address(tmp_path: Pat
     with socket.socket() as unused:  # a port nothing listens on: bound, never listening
         unused.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{unused.getsockname()[1]}"
-        command = [sys.executable, "-m", "toolprep.runtime.cli", "serve", "--no-persist"]
-        done = subprocess.run(
-            [*command, "--ray", address, "--shards", "1"],
-            capture_output=True,
-            cwd=tmp_path,
-            env=daemon_environment(),
-            timeout=DEADLINE_S,
-            text=True,
-        )
-    assert done.returncode == 2, done.stderr
-    assert f"cannot join the Ray cluster at {address}: nothing answers there" in done.stderr
+        said = refused_start(tmp_path, "--ray", address, "--shards", "1", timeout=DEADLINE_S)
+    assert f"cannot join the Ray cluster at {address}: nothing answers there" in said

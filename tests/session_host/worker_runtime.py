@@ -2,7 +2,9 @@
 
 It is the in-process harness's runtime, built inside the worker: the same
 provider on the loopback fake server, the same tools (the built-ins plus the
-recording weather tool) and the same fast retry policy.
+recording weather tool) and the same fast retry policy. Given a ``store`` path
+in the config it journals there, as the daemon's runtimes do, so that a
+successor (a Ray shard replacing a dead one) can reload the sessions.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from toolprep.actors.stream_reader import ModelRoute
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import build_provider
 from toolprep.runtime.retry import RetryPolicy
+from toolprep.runtime.store import SessionStore
 from toolprep.runtime.tools.registry import default_registry
 
 
@@ -24,4 +27,7 @@ def build(config: dict[str, Any]) -> Runtime:
     registry = default_registry()
     registry.register(RecordingTool(), replace=True)
     retry = RetryPolicy(max_retries=2, base_delay=0.01, jitter=0.0, max_delay=0.05)
-    return Runtime([ModelRoute(provider, "model-a")], registry, RuntimeConfig(retry=retry))
+    store = SessionStore(config["store"]) if "store" in config else None
+    return Runtime(
+        [ModelRoute(provider, "model-a")], registry, RuntimeConfig(retry=retry), store=store
+    )

@@ -37,6 +37,21 @@ def serve_command(provider: str, base_url: str, *options: str) -> list[str]:
     ]
 
 
+def refused_start(cwd: Path, *options: str, timeout: float = 60.0) -> str:
+    """Run ``toolprep serve --no-persist OPTIONS``, which must refuse to start (exit
+    status 2); what it said on stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "toolprep.runtime.cli", "serve", "--no-persist", *options],
+        capture_output=True,
+        cwd=cwd,
+        env=daemon_environment(),
+        timeout=timeout,
+        text=True,
+    )
+    assert done.returncode == 2, done.stderr
+    return done.stderr
+
+
 def daemon_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This environment without real keys or a daemon token, with a test provider key."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
