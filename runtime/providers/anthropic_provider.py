@@ -53,6 +53,7 @@ from toolprep.runtime.providers.anthropic_adapter import (
 from toolprep.runtime.providers.base import ModelRequest, StreamError
 from toolprep.runtime.providers.history import MISSING_RESULT, tool_result_text
 from toolprep.runtime.providers.request_body import encode_request_body
+from toolprep.runtime.providers.sdk_post import StreamingPost
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
 
@@ -198,6 +199,7 @@ class AnthropicProvider:
         self.name = name
         self.max_event_bytes = max_event_bytes
         self.eager_input_streaming = eager_input_streaming
+        self._post = StreamingPost(client, MESSAGES_PATH, {"timeout": anthropic.NOT_GIVEN})
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -207,9 +209,7 @@ class AnthropicProvider:
         body = encode_request_body({**params, "stream": True})
         adapter = AnthropicStreamAdapter()
         try:
-            response = await self.client.post(
-                MESSAGES_PATH, cast_to=httpx2.Response, content=body, stream=True
-            )
+            response = await self._post.send(body)
             try:
                 async for chunk in pump_sse(
                     response, adapter, max_event_bytes=self.max_event_bytes

@@ -41,6 +41,7 @@ from toolprep.runtime.providers.base import ModelRequest, StreamError
 from toolprep.runtime.providers.history import MISSING_RESULT, tool_result_text
 from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
 from toolprep.runtime.providers.request_body import encode_request_body
+from toolprep.runtime.providers.sdk_post import StreamingPost
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
 
@@ -167,6 +168,12 @@ class OpenAIProvider:
         self.max_tokens_field: MaxTokensField = max_tokens_field or default_max_tokens_field(
             client.base_url
         )
+        # what ``create()`` asks for: the API key as a bearer token, no admin key
+        self._post = StreamingPost(
+            client,
+            CHAT_COMPLETIONS_PATH,
+            {"timeout": openai.NOT_GIVEN, "security": {"bearer_auth": True}},
+        )
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -176,14 +183,7 @@ class OpenAIProvider:
         body = encode_request_body({**params, "stream": True})
         adapter = OpenAIStreamAdapter(t.name for t in request.tools)
         try:
-            response = await self.client.post(
-                CHAT_COMPLETIONS_PATH,
-                cast_to=httpx2.Response,
-                content=body,
-                # what ``create()`` asks for: the API key as a bearer token, no admin key
-                options={"security": {"bearer_auth": True}},
-                stream=True,
-            )
+            response = await self._post.send(body)
             try:
                 async for chunk in pump_sse(
                     response, adapter, max_event_bytes=self.max_event_bytes

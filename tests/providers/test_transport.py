@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any, cast
 
 import anthropic
 import openai
@@ -281,3 +282,37 @@ def test_an_injected_http_client_is_used_instead() -> None:
     assert error is None
     assert seen == ["http://injected.invalid/v1/messages"]
     assert any(isinstance(p, TextPart) and p.text for c in chunks for p in c.parts)
+
+
+@pytest.mark.parametrize(
+    ("provider_name", "path"), [("anthropic", "v1/messages"), ("openai", "chat/completions")]
+)
+def test_requests_follow_the_clients_base_url_path_prefix_and_changes(
+    provider_name: str, path: str
+) -> None:
+    """The absolute URL is worked out once per ``base_url``: a prefix is kept (a proxy's
+    mount point) and a base URL changed on the client is followed by the next request."""
+    import httpx2
+
+    seen: list[str] = []
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(str(request.url))
+        return httpx2.Response(
+            200, headers={"content-type": "text/event-stream"}, content=_sse(provider_name).encode()
+        )
+
+    client = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    provider = build_provider(
+        provider_name, base_url="http://proxy.invalid/team/a", api_key="k", http_client=client
+    )
+    for _ in range(2):
+        assert collect(provider, REQUEST, keep_open=True)[1] is None
+    sdk_client: Any = cast(Any, provider).client
+    sdk_client.base_url = "http://other.invalid/b/"
+    assert collect(provider, REQUEST, keep_open=True)[1] is None
+    assert seen == [
+        f"http://proxy.invalid/team/a/{path}",
+        f"http://proxy.invalid/team/a/{path}",
+        f"http://other.invalid/b/{path}",
+    ]
