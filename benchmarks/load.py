@@ -23,7 +23,8 @@ event, actors / direct.
 
 ``--transport aiohttp,httpx`` runs every N once per HTTP client (the SDKs'
 aiohttp client, which the runtime uses, and their default httpx client), so
-the two compare within one run. ``--gc default`` leaves the collector as
+the two compare within one run; ``aiohttp-uvloop`` is the runtime's client on
+a uvloop event loop (uvloop installed by hand). ``--gc default`` leaves the collector as
 CPython sets it instead of the agent's start-up tuning (``gc_tuning``).
 
 ``--mode cli`` drives the real command instead: ``toolprep acp --provider P
@@ -48,13 +49,14 @@ per preparing card it adds. CPU sums this process and the workers or shards
 
 Run: ``python -m benchmarks.load [--mode embedded,cli] [--host local,workers,ray] [--shards 2]
 [--sessions 1,100,1000] [--rate 20] [--duration 10] [--provider anthropic|openai]
-[--transport aiohttp,httpx] [--gc daemon|default] [--cli-args=ARGS] [--plot out.png]
+[--transport aiohttp,httpx,aiohttp-uvloop] [--gc daemon|default] [--cli-args=ARGS] [--plot out.png]
 [--report path]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shlex
@@ -100,7 +102,10 @@ RATIO_FIGURES = {
     "KiB/session": ("rss_kib", "per_idle_session"),
 }
 """Figures compared between modes of one run, as paths into a run's report."""
-TRANSPORTS = ("aiohttp", "httpx")
+TRANSPORTS = ("aiohttp", "httpx", "aiohttp-uvloop")
+"""The HTTP stacks ``--transport`` compares: the SDKs' aiohttp client (the runtime's), their
+default httpx client, and the aiohttp client on a uvloop event loop (uvloop installed by hand:
+it is no dependency, since it did not measurably lower the CPU per event here)."""
 """The SDKs' aiohttp client (what ``build_provider`` uses) and their default httpx client."""
 GC_MODES = ("daemon", "default")
 
@@ -128,6 +133,19 @@ class PooledProvider:
         return self.providers[self._turn % len(self.providers)].stream(request)
 
 
+def use_event_loop(transport: str) -> str:
+    """Make the loops this process creates from now on uvloop's for ``aiohttp-uvloop``;
+    returns the loop module in effect, for the report."""
+    if transport != "aiohttp-uvloop":
+        return "asyncio"
+    try:
+        import uvloop  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise SystemExit("--transport aiohttp-uvloop needs uvloop: pip install uvloop") from None
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return "uvloop"
+
+
 def build_bench_provider(
     name: str,
     base_url: str,
@@ -138,7 +156,8 @@ def build_bench_provider(
 ) -> Any:
     """The production provider (``pools == 1`` and no ``keepalive``), or the pooled what-if.
 
-    ``transport == "httpx"`` swaps in the SDK's default httpx client, for comparison.
+    ``transport == "httpx"`` swaps in the SDK's default httpx client, for comparison;
+    ``aiohttp-uvloop`` is the production client (``use_event_loop`` picks the loop).
     """
     from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 
@@ -375,6 +394,7 @@ def run_child(
         )
         inproc: InProcessProvider | None = None
         lag: h.LoopLagProbe | None = None
+        event_loop: str | None = None  # known only for a runtime in this process
         agent: _AgentUnderTest
         if mode == "cli":
             command_args = [*cli_args, "--workers", str(workers)]
@@ -389,6 +409,7 @@ def run_child(
             agent = _HostedAgent(hosted, host_label(host, shards), gc_mode, gc_threshold)
         else:
             registry = h.bench_registry()
+            use_event_loop(transport)
             if server is not None:
                 provider: Any = build_bench_provider(
                     provider_name, base_url, sessions, pools, keepalive, transport
@@ -400,7 +421,9 @@ def run_child(
             runtime: Any = (
                 Runtime(routes, registry) if mode == "actors" else DirectRuntime(routes, registry)
             )
-            lag = h.LoopLagProbe(_stream_loop(runtime)).start()
+            stream_loop = _stream_loop(runtime)
+            event_loop = type(stream_loop).__module__.partition(".")[0]
+            lag = h.LoopLagProbe(stream_loop).start()
             agent = _EmbeddedAgent(runtime, gc_mode, gc_threshold)
 
         def events_now() -> int:
@@ -567,6 +590,7 @@ def run_child(
         "processes": peak_processes,
         "tool": tool,
         "transport": transport if mode != "direct-inproc" else None,
+        "event_loop": event_loop,
         "gc": gc_mode if embedded else "daemon",
         "gc_threshold_in_effect": list(gc.get_threshold()) if embedded else None,
         "provider": provider_name,

@@ -460,13 +460,17 @@ class Runtime:
             del self._sessions[session_id]
             self._client_fs.pop(session_id, None)
             self._closing[session_id] = closed  # in the same step, so a reopen sees it
+            roles_running = not self._closed
         closed.add_done_callback(functools.partial(self._close_done, session_id))
         # The supervisor detaches the sink once the session's last frames are out.
         self.directory.tell(SUPERVISOR, CloseSession(session_id, closed))
         self._requests.settle_session(session_id)
         self.mcp.close(session_id)  # its servers stop in the background
         if self.store is not None:
-            # Another process may open it once released: what it recorded is written first.
+            # Another process may open it once released: what it recorded is written first,
+            # including what the close itself ends (a running turn's discards and history).
+            if roles_running:
+                self._wait_until_closed(closed, f"releasing {session_id}")
             self._wait_for_journal(f"releasing {session_id}")
             try:
                 self.store.release(session_id)
@@ -478,6 +482,17 @@ class Runtime:
         with self._lock:
             if self._closing.get(session_id) is closed:
                 del self._closing[session_id]
+
+    def _wait_until_closed(self, closed: Future[None], doing: str) -> bool:
+        """False, and a warning, if the roles did not finish the close in ``CLOSE_WAIT_S``."""
+        try:
+            closed.result(timeout=CLOSE_WAIT_S)
+        except TimeoutError:
+            logger.warning(
+                "%s although its close did not finish within %.0f s", doing, CLOSE_WAIT_S
+            )
+            return False
+        return True
 
     def _await_close(self, session_id: str) -> None:
         """Wait until the roles finished closing ``session_id``, if it was just closed.
@@ -495,14 +510,7 @@ class Runtime:
             closing = self._closing.get(session_id)
             if closing is None or self._closed:
                 return
-        try:
-            closing.result(timeout=CLOSE_WAIT_S)
-        except TimeoutError:
-            logger.warning(
-                "opening %s again although its close did not finish within %.0f s",
-                session_id,
-                CLOSE_WAIT_S,
-            )
+        if not self._wait_until_closed(closing, f"opening {session_id} again"):
             self._close_done(session_id, closing)
 
     def crash_role(self, role: str, session_id: str | None = None) -> None:

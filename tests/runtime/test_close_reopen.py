@@ -119,3 +119,36 @@ def test_a_session_closed_mid_turn_and_loaded_again_at_once_starts_clean(
                 break
             check_cards(old_frames)
         assert not failures, failures
+
+
+def test_a_session_closed_mid_turn_is_in_the_store_with_its_discards_once_close_returns(
+    tmp_path: Path,
+) -> None:
+    """Another process may load the session as soon as the close released it: the closed
+    turn's discards and its history must be in the file by then, not on their way."""
+    with _stored_runtime(tmp_path) as (server, _store, runtime):
+        sink = RecordingFrameSink()
+        session_id = runtime.open_session(tmp_path, sink)
+        missing: list[int] = []
+        with SessionStore(tmp_path / "sessions.db") as other_process:
+            for cycle in range(1, CYCLES + 1):
+                call_id = f"call_{cycle}"
+                server.enqueue(
+                    sc.prepared_then_stall(KIND, (call_id, "get_weather", {"city": "Oslo"}))
+                )
+                stalled = sink.mark_result(
+                    session_id, runtime.prompt(session_id, [TextPart(f"stall {cycle}")])
+                )
+                sink.wait_until(
+                    lambda events: any(isinstance(e, dict) and is_preparing(e) for _, e in events)
+                )
+                runtime.close_session(session_id)
+                stored = other_process.load(session_id)
+                if not any(
+                    is_discarded(f) and f.get("toolCallId") == call_id for f in stored.frames
+                ):
+                    missing.append(cycle)
+                assert stalled.result(TURN_S).stop_reason == "cancelled"
+                sink = RecordingFrameSink()
+                runtime.load_session(session_id, sink, replay=False)
+        assert not missing, f"cycles whose discard was not stored when close returned: {missing}"
