@@ -240,9 +240,11 @@ class SessionSupervisor(RoleActor):
             self._finish(session, "max_turn_requests")
             return
         turn.requests += 1
-        session.attempt += 1
-        session.phase = "streaming"
+        # Numbered across the runtime, not per session: a late message of a closed session's
+        # attempt must not match an attempt of the session opened again under its id.
         self.state.attempts_started += 1
+        session.attempt = self.state.attempts_started
+        session.phase = "streaming"
         route = self._route(session)
         assert route is not None
         request = ModelRequest(

@@ -25,7 +25,9 @@ from tests.support.runtime_harness import (
     is_preparing,
     message_text,
 )
-from toolprep.messages.content import TextPart
+from toolprep.actors.base import TRACKER
+from toolprep.messages.content import Candidate, Content, GenerateContentResponse, TextPart
+from toolprep.messages.turns import ChunksReceived
 from toolprep.runtime.host import Runtime
 from toolprep.runtime.store import SessionStore
 
@@ -152,3 +154,37 @@ def test_a_session_closed_mid_turn_is_in_the_store_with_its_discards_once_close_
                 sink = RecordingFrameSink()
                 runtime.load_session(session_id, sink, replay=False)
         assert not missing, f"cycles whose discard was not stored when close returned: {missing}"
+
+
+def test_a_late_chunk_of_the_closed_session_never_reaches_the_reopened_one(
+    tmp_path: Path,
+) -> None:
+    """A chunk the old session's stream sent just before its task was cancelled may reach
+    the tracker after the id was opened again and a new attempt began: attempt numbers
+    are never reused within a runtime, so it is dropped as stale, not shown as the new
+    turn's."""
+    with _stored_runtime(tmp_path) as (server, _store, runtime):
+        old = RecordingFrameSink()
+        session_id = runtime.open_session(tmp_path, old)
+        server.enqueue(sc.prepared_then_stall(KIND, ("call_old", "get_weather", {"city": "Oslo"})))
+        old_turn = runtime.prompt(session_id, [TextPart("stall")])
+        old.wait_until(
+            lambda events: any(isinstance(e, dict) and is_preparing(e) for _, e in events)
+        )
+        old_attempt = runtime.supervisor_state.sessions[session_id].attempt
+        runtime.close_session(session_id)
+        assert old_turn.result(TURN_S).stop_reason == "cancelled"
+
+        sink = RecordingFrameSink()
+        runtime.load_session(session_id, sink, replay=False)
+        server.enqueue(sc.prepared_then_stall(KIND, ("call_new", "get_weather", {"city": "Rome"})))
+        new_turn = runtime.prompt(session_id, [TextPart("stall again")])
+        sink.wait_until(
+            lambda events: any(isinstance(e, dict) and is_preparing(e) for _, e in events)
+        )
+        late = GenerateContentResponse((Candidate(Content("model", (TextPart("stale text"),))),))
+        runtime.directory.tell(TRACKER, ChunksReceived(session_id, old_attempt, (late,)))
+        runtime.cancel(session_id)
+        assert new_turn.result(TURN_S).stop_reason == "cancelled"
+        assert "stale text" not in message_text(sink.frames())
+        check_cards(sink.frames())
