@@ -73,7 +73,7 @@ from toolprep.runtime.session_host import (
 from toolprep.runtime.store.journal import StoreJournal
 from toolprep.runtime.store.session_store import SessionStore, StoredSession, StoreError
 from toolprep.runtime.tools.base import ClientFilesystem, PermissionOutcome
-from toolprep.runtime.tools.process_groups import ProcessGroups, StartsProcesses
+from toolprep.runtime.tools.process_groups import ProcessGroups
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry
 
 logger = logging.getLogger(__name__)
@@ -414,12 +414,17 @@ class Runtime:
             groups.stop(session_id, wait=False)
 
     def tool_process_groups(self) -> list[ProcessGroups]:
-        """The process-group trackers of this runtime's tools (one per tool that starts any)."""
+        """The process-group trackers of this runtime's tools: a tool whose calls may leave
+        processes behind keeps them in a ``ProcessGroups`` named ``processes``.
+
+        Runs after every prompt, so the attribute is looked up, not matched against a
+        runtime-checkable protocol (an ``isinstance`` that inspects every member each time).
+        """
         found: list[ProcessGroups] = []
         for name in self.registry.names():
-            tool = self.registry.get(name)
-            if isinstance(tool, StartsProcesses) and tool.processes not in found:
-                found.append(tool.processes)
+            groups = getattr(self.registry.get(name), "processes", None)
+            if isinstance(groups, ProcessGroups) and groups not in found:
+                found.append(groups)
         return found
 
     def watched_process_groups(self) -> list[ProcessGroups]:

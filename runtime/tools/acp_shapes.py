@@ -6,11 +6,15 @@ construction; the tests validate every builder against the official schema.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 PlanStatus = Literal["pending", "in_progress", "completed"]
 PlanPriority = Literal["high", "medium", "low"]
+
+_BACKTICK_RUNS = re.compile(r"`+")
+"""Matched in C: the fence is chosen for every tool output, some of them megabytes long."""
 
 
 def text_content(text: str) -> dict[str, Any]:
@@ -44,10 +48,7 @@ def code_block(text: str, info: str = "") -> str:
     Command output routinely contains triple backticks (think ``cat README.md``);
     a fixed fence would let it break out and render as Markdown.
     """
-    longest = run = 0
-    for char in text:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
+    longest = max(map(len, _BACKTICK_RUNS.findall(text)), default=0) if "`" in text else 0
     fence = "`" * max(3, longest + 1)
     body = text if text.endswith("\n") or not text else text + "\n"
     return f"{fence}{info}\n{body}{fence}"

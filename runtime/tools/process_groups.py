@@ -20,9 +20,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, runtime_checkable
 
-__all__ = ["ProcessGroups", "StartsProcesses", "group_exists", "signal_group"]
+__all__ = ["ProcessGroups", "group_exists", "signal_group"]
 
 _POLL_S = 0.02
 
@@ -142,11 +141,3 @@ class ProcessGroups:
                 groups.extend(tuple(members))
         for pgid in groups:
             signal_group(pgid, signal.SIGKILL)
-
-
-@runtime_checkable
-class StartsProcesses(Protocol):
-    """A tool whose calls may leave processes behind for the host to stop."""
-
-    @property
-    def processes(self) -> ProcessGroups: ...
