@@ -54,6 +54,7 @@ from toolprep.runtime.tools.base import (
 from toolprep.runtime.tools.cancellation import CancelEvent
 from toolprep.runtime.tools.permissions import (
     ALLOWED_OUTCOMES,
+    CANCELLED_WHILE_WAITING,
     AlwaysAllowed,
     permission_scope,
 )
@@ -402,7 +403,7 @@ class ToolExecutor(RoleActor):
             started = position == batch.index and batch.context is not None
             if started or request.prepared:
                 text = (
-                    "Cancelled while waiting for permission; nothing was run"
+                    CANCELLED_WHILE_WAITING
                     if started and waiting
                     else "Cancelled while running"
                     if started

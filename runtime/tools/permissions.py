@@ -22,6 +22,11 @@ from toolprep.runtime.tools.base import (
 
 ALLOWED_OUTCOMES = frozenset({"allow_once", "allow_always"})
 
+CANCELLED_WHILE_WAITING = "Cancelled while waiting for permission; nothing was run"
+"""What a call's card says when its permission request ends in a cancel. The client's
+"cancelled" answer (raised here) and the turn's cancel (written by the executor) race, so
+both say exactly this, whichever reaches the call first."""
+
 
 def permission_scope(tool: Tool, args: Mapping[str, Any]) -> str:
     """What an "Always allow" answer for this call covers from then on.
@@ -87,8 +92,5 @@ def ensure_permission(
     if outcome in ALLOWED_OUTCOMES:
         return
     if outcome == "cancelled":
-        # Worded as the executor words a turn cancel that finds the call waiting here: the
-        # client's "cancelled" answer and the cancel itself race, and the card must not
-        # say something different depending on which came first.
-        raise ToolError(f"Cancelled while waiting for permission ({label}); nothing was run")
+        raise ToolError(CANCELLED_WHILE_WAITING)
     raise ToolError(f"{label} was not allowed by the user")
