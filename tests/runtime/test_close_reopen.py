@@ -11,6 +11,7 @@ enough times for a misordering to show.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from tests.support.runtime_harness import (
 )
 from toolprep.actors.base import TRACKER
 from toolprep.messages.content import Candidate, Content, GenerateContentResponse, TextPart
-from toolprep.messages.turns import ChunksReceived
+from toolprep.messages.turns import ChunksReceived, TurnResult
 from toolprep.runtime.host import Runtime
 from toolprep.runtime.store import SessionStore
 
@@ -45,6 +46,21 @@ def _stored_runtime(tmp_path: Path) -> Iterator[tuple[FakeProviderServer, Sessio
         harness(KIND, tmp_path, store=store, server=server) as h,
     ):
         yield server, store, h.runtime
+
+
+def _stall_on_a_card(
+    server: FakeProviderServer,
+    runtime: Runtime,
+    sink: RecordingFrameSink,
+    session_id: str,
+    call_id: str,
+    prompt: str,
+) -> Future[TurnResult]:
+    """Start a turn whose model stalls mid tool-call; return once its preparing card is shown."""
+    server.enqueue(sc.prepared_then_stall(KIND, (call_id, "get_weather", {"city": "Oslo"})))
+    reply = sink.mark_result(session_id, runtime.prompt(session_id, [TextPart(prompt)]))
+    sink.wait_until(lambda events: any(isinstance(e, dict) and is_preparing(e) for _, e in events))
+    return reply
 
 
 def test_a_session_closed_and_loaded_again_at_once_keeps_every_frame_of_its_turns(
@@ -91,13 +107,7 @@ def test_a_session_closed_mid_turn_and_loaded_again_at_once_starts_clean(
         failures: list[str] = []
         for cycle in range(1, CYCLES + 1):
             call_id = f"call_{cycle}"
-            server.enqueue(sc.prepared_then_stall(KIND, (call_id, "get_weather", {"city": "Oslo"})))
-            stalled = sink.mark_result(
-                session_id, runtime.prompt(session_id, [TextPart(f"stall {cycle}")])
-            )
-            sink.wait_until(
-                lambda events: any(isinstance(e, dict) and is_preparing(e) for _, e in events)
-            )
+            stalled = _stall_on_a_card(server, runtime, sink, session_id, call_id, f"stall {cycle}")
             runtime.close_session(session_id)
             old, sink = sink, RecordingFrameSink()
             runtime.load_session(session_id, sink, replay=False)
@@ -135,14 +145,8 @@ def test_a_session_closed_mid_turn_is_in_the_store_with_its_discards_once_close_
         with SessionStore(tmp_path / "sessions.db") as other_process:
             for cycle in range(1, CYCLES + 1):
                 call_id = f"call_{cycle}"
-                server.enqueue(
-                    sc.prepared_then_stall(KIND, (call_id, "get_weather", {"city": "Oslo"}))
-                )
-                stalled = sink.mark_result(
-                    session_id, runtime.prompt(session_id, [TextPart(f"stall {cycle}")])
-                )
-                sink.wait_until(
-                    lambda events: any(isinstance(e, dict) and is_preparing(e) for _, e in events)
+                stalled = _stall_on_a_card(
+                    server, runtime, sink, session_id, call_id, f"stall {cycle}"
                 )
                 runtime.close_session(session_id)
                 stored = other_process.load(session_id)
@@ -166,22 +170,14 @@ def test_a_late_chunk_of_the_closed_session_never_reaches_the_reopened_one(
     with _stored_runtime(tmp_path) as (server, _store, runtime):
         old = RecordingFrameSink()
         session_id = runtime.open_session(tmp_path, old)
-        server.enqueue(sc.prepared_then_stall(KIND, ("call_old", "get_weather", {"city": "Oslo"})))
-        old_turn = runtime.prompt(session_id, [TextPart("stall")])
-        old.wait_until(
-            lambda events: any(isinstance(e, dict) and is_preparing(e) for _, e in events)
-        )
+        old_turn = _stall_on_a_card(server, runtime, old, session_id, "call_old", "stall")
         old_attempt = runtime.supervisor_state.sessions[session_id].attempt
         runtime.close_session(session_id)
         assert old_turn.result(TURN_S).stop_reason == "cancelled"
 
         sink = RecordingFrameSink()
         runtime.load_session(session_id, sink, replay=False)
-        server.enqueue(sc.prepared_then_stall(KIND, ("call_new", "get_weather", {"city": "Rome"})))
-        new_turn = runtime.prompt(session_id, [TextPart("stall again")])
-        sink.wait_until(
-            lambda events: any(isinstance(e, dict) and is_preparing(e) for _, e in events)
-        )
+        new_turn = _stall_on_a_card(server, runtime, sink, session_id, "call_new", "stall again")
         late = GenerateContentResponse((Candidate(Content("model", (TextPart("stale text"),))),))
         runtime.directory.tell(TRACKER, ChunksReceived(session_id, old_attempt, (late,)))
         runtime.cancel(session_id)
