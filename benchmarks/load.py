@@ -106,7 +106,6 @@ TRANSPORTS = ("aiohttp", "httpx", "aiohttp-uvloop")
 """The HTTP stacks ``--transport`` compares: the SDKs' aiohttp client (the runtime's), their
 default httpx client, and the aiohttp client on a uvloop event loop (uvloop installed by hand:
 it is no dependency, since it did not measurably lower the CPU per event here)."""
-"""The SDKs' aiohttp client (what ``build_provider`` uses) and their default httpx client."""
 GC_MODES = ("daemon", "default")
 
 
@@ -133,17 +132,16 @@ class PooledProvider:
         return self.providers[self._turn % len(self.providers)].stream(request)
 
 
-def use_event_loop(transport: str) -> str:
-    """Make the loops this process creates from now on uvloop's for ``aiohttp-uvloop``;
-    returns the loop module in effect, for the report."""
+def use_event_loop(transport: str) -> None:
+    """Make the loops this process creates from now on uvloop's for ``aiohttp-uvloop``
+    (the report names the loop the stream loop turned out to be)."""
     if transport != "aiohttp-uvloop":
-        return "asyncio"
+        return
     try:
         import uvloop  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         raise SystemExit("--transport aiohttp-uvloop needs uvloop: pip install uvloop") from None
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    return "uvloop"
 
 
 def build_bench_provider(

@@ -308,8 +308,7 @@ def test_requests_follow_the_clients_base_url_path_prefix_and_changes(
     )
     for _ in range(2):
         assert collect(provider, REQUEST, keep_open=True)[1] is None
-    sdk_client: Any = cast(Any, provider).client
-    sdk_client.base_url = "http://other.invalid/b/"
+    cast(Any, provider).client.base_url = "http://other.invalid/b/"
     assert collect(provider, REQUEST, keep_open=True)[1] is None
     assert seen == [
         f"http://proxy.invalid/team/a/{path}",
