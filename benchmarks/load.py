@@ -24,8 +24,10 @@ event, actors / direct.
 ``--transport aiohttp,httpx`` runs every N once per HTTP client (the SDKs'
 aiohttp client, which the runtime uses, and their default httpx client), so
 the two compare within one run; ``aiohttp-uvloop`` is the runtime's client on
-a uvloop event loop (uvloop installed by hand). ``--gc default`` leaves the collector as
-CPython sets it instead of the agent's start-up tuning (``gc_tuning``).
+a uvloop event loop (uvloop installed by hand). ``--gc default`` leaves the collector and
+the allocator as CPython and glibc set them instead of the agent's start-up tuning
+(``process_tuning``); ``MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072`` (glibc's
+defaults) in the environment keeps only the allocator at its defaults.
 
 ``--mode cli`` drives the real command instead: ``toolprep acp --provider P
 --base-url <loopback>`` in its own process (dummy API key, no retries), its
@@ -247,15 +249,16 @@ class _EmbeddedAgent:
 
         from toolprep.runtime.acp.agent import AcpAgent
         from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
-        from toolprep.runtime.gc_tuning import tune_gc_for_daemon
+        from toolprep.runtime.process_tuning import tune_process_for_daemon
 
         self.runtime = runtime
         pipes = h.make_pipes()
         self.to_agent, self.from_agent = pipes.client_w, pipes.client_r
         self.connection = JsonRpcConnection(pipes.agent_in, pipes.agent_out)
         self._agent = AcpAgent(runtime, self.connection)  # kept alive here and by its handlers
-        if gc_mode == "daemon":
-            tune_gc_for_daemon()  # where the CLI does it: runtime built, nothing served yet
+        # Where the CLI tunes: runtime built, nothing served yet. The allocator part is
+        # left out when MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ are set.
+        self.malloc_tuned = gc_mode == "daemon" and tune_process_for_daemon()
         if gc_threshold:
             gc.set_threshold(*gc_threshold)
         self.connection.start()
@@ -590,6 +593,7 @@ def run_child(
         "transport": transport if mode != "direct-inproc" else None,
         "event_loop": event_loop,
         "gc": gc_mode if embedded else "daemon",
+        "malloc_tuned": agent.malloc_tuned if isinstance(agent, _EmbeddedAgent) else None,
         "gc_threshold_in_effect": list(gc.get_threshold()) if embedded else None,
         "provider": provider_name,
         "sessions": sessions,
@@ -1003,7 +1007,8 @@ def main(argv: list[str] | None = None) -> int:
         "--gc",
         choices=GC_MODES,
         default="daemon",
-        help="daemon: the agent's start-up GC tuning (as the CLI does); default: CPython's",
+        help="daemon: the agent's start-up tuning of the collector and the allocator "
+        "(as the CLI does); default: CPython's and glibc's",
     )
     parser.add_argument(
         "--ramp", type=float, default=1.0, help="seconds over which first prompts start"

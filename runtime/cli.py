@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 from toolprep.runtime.assembly import configure_logging
 from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
-from toolprep.runtime.gc_tuning import tune_gc_for_daemon
 from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S
+from toolprep.runtime.process_tuning import tune_process_for_daemon
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.session_host import SessionArchive, SessionHost, SessionHostError
@@ -317,7 +317,7 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
     protocol_in = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
     connection = JsonRpcConnection(protocol_in, protocol_out, max_line_bytes=args.max_line_bytes)
     agent = AcpAgent(hosted.host, connection, hosted.archive)
-    tune_gc_for_daemon()
+    tune_process_for_daemon()
     agent.serve(lambda: stop.requested)
     if hosted.store is not None:
         hosted.store.close()
@@ -369,7 +369,7 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     listener = threading.Thread(target=server.serve_forever, name="toolprep-listener", daemon=True)
     listener.start()
     print(f"toolprep: serving ACP on {server.url}", file=sys.stderr, flush=True)
-    tune_gc_for_daemon()
+    tune_process_for_daemon()
     while not stop.requested:
         time.sleep(_STOP_POLL_S)
     logging.getLogger(__name__).info("stop requested: ending the running turns")

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import ray
 
-from toolprep.runtime.gc_tuning import tune_gc_for_daemon
+from toolprep.runtime.process_tuning import tune_process_for_daemon
 from toolprep.runtime.ray_host.outbox import Outbox
 from toolprep.runtime.tools.group_reaper import GroupReaper
 from toolprep.runtime.workers.wire import FrameReader, WireError
@@ -49,7 +49,7 @@ class Shard:
         self._reaper = GroupReaper()
         for groups in self._runtime.watched_process_groups():
             groups.on_change = self._reaper.changed
-        tune_gc_for_daemon()
+        tune_process_for_daemon()
         self._loop = WorkerLoop(self._runtime, self._outbox)
         self._ended = False
         self._outbox.write(["ready", os.getpid()])

@@ -28,9 +28,9 @@ import orjson
 from toolprep.messages.frames import card_change
 from toolprep.messages.permissions import check_outcome
 from toolprep.messages.turns import TurnResult
-from toolprep.runtime.gc_tuning import tune_gc_for_daemon
 from toolprep.runtime.host import Runtime
 from toolprep.runtime.mcp.specs import McpServerSpec
+from toolprep.runtime.process_tuning import tune_process_for_daemon
 from toolprep.runtime.session_host import (
     ClientRequest,
     EditorCapabilities,
@@ -249,7 +249,7 @@ def main(argv: list[str]) -> int:
         print(f"toolprep worker: cannot build the runtime: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _stop_tools_and_exit(runtime))
-    tune_gc_for_daemon()
+    tune_process_for_daemon()
     writer = FrameWriter(frames_out)
     report_tool_groups(runtime, writer)
     writer.write(["ready", os.getpid()])
