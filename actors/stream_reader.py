@@ -27,6 +27,7 @@ from toolprep.messages.turns import (
     StreamCompleted,
     StreamFailed,
 )
+from toolprep.runtime.event_loops import EventLoopChoice, new_stream_loop
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
 from toolprep.runtime.providers.context_windows import context_window
 from toolprep.runtime.threads import prestarted_pool
@@ -50,13 +51,14 @@ class ModelRoute:
 
 @dataclass(slots=True)
 class ReaderState:
+    event_loop: EventLoopChoice = "auto"
     loop: asyncio.AbstractEventLoop | None = None
     thread: threading.Thread | None = None
     tasks: dict[str, tuple[int, asyncio.Task[None]]] = field(default_factory=dict)
 
     def ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self.loop is None:
-            loop = asyncio.new_event_loop()
+            loop = new_stream_loop(self.event_loop)
             ready = threading.Event()
 
             # Name resolution runs on the loop's default executor: a small fixed pool,

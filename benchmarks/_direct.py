@@ -37,6 +37,7 @@ import orjson
 from benchmarks import sse_server
 from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import GenerateContentResponse
+from toolprep.runtime.event_loops import new_stream_loop
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.anthropic_adapter import AnthropicStreamAdapter
 from toolprep.runtime.providers.anthropic_provider import build_messages_params
@@ -138,7 +139,7 @@ class DirectRuntime(Runtime):
         registry: ToolRegistry,
         config: RuntimeConfig | None = None,
     ) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_stream_loop((config or RuntimeConfig()).event_loop)
         ready = threading.Event()
 
         def run() -> None:

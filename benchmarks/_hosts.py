@@ -22,15 +22,15 @@ HOSTS = ("local", "workers", "ray")
 
 def bench_runtime(config: dict[str, Any]) -> Any:
     """A worker's or shard's runtime (``WorkerSpec`` factory): the ``local`` run's runtime."""
-    from benchmarks.load import build_bench_provider, use_event_loop
+    from benchmarks.load import bench_config, build_bench_provider
     from toolprep.actors.stream_reader import ModelRoute
     from toolprep.runtime.host import Runtime
 
-    use_event_loop(config["transport"])
+    transport = config["transport"]
     provider = build_bench_provider(
-        config["provider"], config["base_url"], config["sessions"], 1, None, config["transport"]
+        config["provider"], config["base_url"], config["sessions"], 1, None, transport
     )
-    return Runtime([ModelRoute(provider, "bench")], h.bench_registry())
+    return Runtime([ModelRoute(provider, "bench")], h.bench_registry(), bench_config(transport))
 
 
 def host_label(host: str, shards: int) -> str:

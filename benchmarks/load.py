@@ -58,7 +58,6 @@ Run: ``python -m benchmarks.load [--mode embedded,cli] [--host local,workers,ray
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shlex
@@ -70,10 +69,13 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from benchmarks import _harness as h
 from benchmarks.sse_server import BENCH_FILE
+
+if TYPE_CHECKING:
+    from toolprep.runtime.host import RuntimeConfig
 
 DEFAULT_REPORT = h.REPORTS / "load.json"
 
@@ -104,10 +106,10 @@ RATIO_FIGURES = {
     "KiB/session": ("rss_kib", "per_idle_session"),
 }
 """Figures compared between modes of one run, as paths into a run's report."""
-TRANSPORTS = ("aiohttp", "httpx", "aiohttp-uvloop")
-"""The HTTP stacks ``--transport`` compares: the SDKs' aiohttp client (the runtime's), their
-default httpx client, and the aiohttp client on a uvloop event loop (uvloop installed by hand:
-it is no dependency, since it did not measurably lower the CPU per event here)."""
+TRANSPORTS = ("aiohttp", "httpx", "aiohttp-asyncio", "aiohttp-uvloop")
+"""The HTTP stacks ``--transport`` compares: the SDKs' aiohttp client on the runtime's default
+loop (``auto``: uvloop when installed), their default httpx client, and the aiohttp client on
+an asyncio or a uvloop loop."""
 GC_MODES = ("daemon", "default")
 
 
@@ -134,16 +136,18 @@ class PooledProvider:
         return self.providers[self._turn % len(self.providers)].stream(request)
 
 
-def use_event_loop(transport: str) -> None:
-    """Make the loops this process creates from now on uvloop's for ``aiohttp-uvloop``
-    (the report names the loop the stream loop turned out to be)."""
-    if transport != "aiohttp-uvloop":
-        return
-    try:
-        import uvloop  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        raise SystemExit("--transport aiohttp-uvloop needs uvloop: pip install uvloop") from None
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+def bench_config(transport: str) -> RuntimeConfig:
+    """The runtime's configuration for ``transport``: its event loop (the report names the
+    loop the stream loop turned out to be)."""
+    from toolprep.runtime.host import RuntimeConfig
+
+    match transport:
+        case "aiohttp-asyncio":
+            return RuntimeConfig(event_loop="asyncio")
+        case "aiohttp-uvloop":
+            return RuntimeConfig(event_loop="uvloop")
+        case _:
+            return RuntimeConfig()
 
 
 def build_bench_provider(
@@ -157,7 +161,8 @@ def build_bench_provider(
     """The production provider (``pools == 1`` and no ``keepalive``), or the pooled what-if.
 
     ``transport == "httpx"`` swaps in the SDK's default httpx client, for comparison;
-    ``aiohttp-uvloop`` is the production client (``use_event_loop`` picks the loop).
+    ``aiohttp-asyncio`` and ``aiohttp-uvloop`` are the production client (``bench_config``
+    picks the loop).
     """
     from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 
@@ -410,7 +415,7 @@ def run_child(
             agent = _HostedAgent(hosted, host_label(host, shards), gc_mode, gc_threshold)
         else:
             registry = h.bench_registry()
-            use_event_loop(transport)
+            config = bench_config(transport)
             if server is not None:
                 provider: Any = build_bench_provider(
                     provider_name, base_url, sessions, pools, keepalive, transport
@@ -420,7 +425,9 @@ def run_child(
                 provider = inproc
             routes = [ModelRoute(provider, "bench")]
             runtime: Any = (
-                Runtime(routes, registry) if mode == "actors" else DirectRuntime(routes, registry)
+                Runtime(routes, registry, config)
+                if mode == "actors"
+                else DirectRuntime(routes, registry, config)
             )
             stream_loop = _stream_loop(runtime)
             event_loop = type(stream_loop).__module__.partition(".")[0]

@@ -20,6 +20,7 @@ from toolprep.runtime.config import (
     resolve_settings,
     scrubbed_variable_names,
 )
+from toolprep.runtime.event_loops import check_event_loop
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, McpConfig
 from toolprep.runtime.retry import RetryPolicy
@@ -44,6 +45,7 @@ RUNTIME_OPTIONS = (
     "mcp_call_timeout",
     "log_level",
     "data_dir",
+    "event_loop",
 )
 """The ``toolprep acp`` options that shape a runtime (and so travel to workers)."""
 
@@ -62,6 +64,7 @@ def check_options(options: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` / ``OSError`` now for options no runtime could be built from."""
     settings = _settings(options)
     scrubbed_variable_names(options["scrub_env"])
+    check_event_loop(options.get("event_loop", "auto"))
     timeout = options.get("mcp_call_timeout")
     if timeout is not None and not timeout > 0:
         raise ValueError(f"--mcp-call-timeout must be > 0, got {timeout}")
@@ -107,7 +110,10 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
         call_timeout_s=options.get("mcp_call_timeout") or DEFAULT_CALL_TIMEOUT_S,
         environment=environment,
     )
-    return Runtime(routes, registry, RuntimeConfig(retry=retry), store=store, mcp=mcp)
+    config = RuntimeConfig(
+        retry=retry, event_loop=check_event_loop(options.get("event_loop", "auto"))
+    )
+    return Runtime(routes, registry, config, store=store, mcp=mcp)
 
 
 def _settings(options: Mapping[str, Any]) -> ProviderSettings:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from toolprep.runtime.assembly import configure_logging
 from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
+from toolprep.runtime.event_loops import EVENT_LOOPS
 from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S
 from toolprep.runtime.process_tuning import tune_process_for_daemon
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
@@ -109,6 +110,13 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how long a call to a session's MCP server may take before its card fails "
         f"(default {DEFAULT_CALL_TIMEOUT_S:g})",
+    )
+    acp.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default="auto",
+        help="loop for the provider streams: uvloop (pip install 'toolprep[uvloop]') lowers "
+        "tool-card latency under load; auto uses it when installed (default auto)",
     )
     acp.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
     persistence = acp.add_mutually_exclusive_group()

@@ -53,6 +53,7 @@ from toolprep.messages.turns import (
     TurnResult,
     WriteFrames,
 )
+from toolprep.runtime.event_loops import EventLoopChoice
 from toolprep.runtime.local_host import ClientRequests
 from toolprep.runtime.mcp import McpConfig, McpServerSpec
 from toolprep.runtime.mcp.hub import McpHub
@@ -98,6 +99,8 @@ class RuntimeConfig:
     tool_workers: int = 8
     max_restarts: int = 5
     restart_window: float = 60.0
+    event_loop: EventLoopChoice = "auto"
+    """The loop the provider streams run on (``runtime.event_loops``)."""
 
 
 class Runtime:
@@ -126,7 +129,7 @@ class Runtime:
         self.journal = StoreJournal(store) if store else None
         self.emitter_state = EmitterState(journal=self.journal)
         self.executor_state = ExecutorState()
-        self.reader_state = ReaderState()
+        self.reader_state = ReaderState(event_loop=self.config.event_loop)
         self.supervisor_state = SupervisorState()
         # Each open session and the route its turns start with (its chosen model).
         self._sessions: dict[str, int] = {}

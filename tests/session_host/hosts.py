@@ -33,8 +33,15 @@ class HostUnderTest:
 
 @contextmanager
 def local_host(cwd: Path) -> Iterator[HostUnderTest]:
-    """The in-process ``Runtime``: role actors in this process."""
+    """The in-process ``Runtime``: role actors in this process, streams on asyncio's loop."""
     with harness(KIND, cwd) as h:
+        yield HostUnderTest(h.runtime, h.server, cwd)
+
+
+@contextmanager
+def local_uvloop_host(cwd: Path) -> Iterator[HostUnderTest]:
+    """The in-process ``Runtime`` with its streams on uvloop (the ``uvloop`` extra)."""
+    with harness(KIND, cwd, event_loop="uvloop") as h:
         yield HostUnderTest(h.runtime, h.server, cwd)
 
 
@@ -58,5 +65,6 @@ def worker_host(cwd: Path) -> Iterator[HostUnderTest]:
 
 IMPLEMENTATIONS: dict[str, Callable[[Path], AbstractContextManager[HostUnderTest]]] = {
     "local": local_host,
+    "local-uvloop": local_uvloop_host,
     "workers": worker_host,
 }

@@ -23,6 +23,7 @@ from tests.support.fake_provider import FakeProviderServer
 from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import TextPart
 from toolprep.messages.turns import TurnResult
+from toolprep.runtime.event_loops import EventLoopChoice
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 from toolprep.runtime.retry import RetryPolicy
@@ -241,8 +242,14 @@ def harness(
     provider_timeout: float | None = None,
     store: SessionStore | None = None,
     server: FakeProviderServer | None = None,
+    event_loop: EventLoopChoice = "asyncio",
 ) -> Iterator[Harness]:
-    """A runtime on the loopback fake provider (``server``, or a new one)."""
+    """A runtime on the loopback fake provider (``server``, or a new one).
+
+    Its streams run on asyncio's loop unless ``event_loop`` says otherwise: that
+    is what an install without the uvloop extra runs (the CLI tests run the
+    default, ``auto``, which picks uvloop where the extra is installed).
+    """
     with contextlib.ExitStack() as stack:
         if server is None:
             server = stack.enter_context(FakeProviderServer())
@@ -260,6 +267,7 @@ def harness(
             retry=retry
             or RetryPolicy(max_retries=max_retries, base_delay=0.01, jitter=0.0, max_delay=0.05),
             tool_timeout=tool_timeout,
+            event_loop=event_loop,
         )
         runtime = Runtime([ModelRoute(provider, m) for m in models], reg, config, store=store)
         try:
