@@ -53,7 +53,7 @@ from toolprep.messages.turns import (
     TurnResult,
     WriteFrames,
 )
-from toolprep.runtime.event_loops import EventLoopChoice
+from toolprep.runtime.event_loops import EventLoopChoice, check_event_loop
 from toolprep.runtime.local_host import ClientRequests
 from toolprep.runtime.mcp import McpConfig, McpServerSpec
 from toolprep.runtime.mcp.hub import McpHub
@@ -120,6 +120,7 @@ class Runtime:
             raise ValueError("at least one model route is needed")
         self.store = store
         self.config = config or RuntimeConfig()
+        check_event_loop(self.config.event_loop)  # before any role's thread starts
         self.registry = registry or default_registry()
         self.mcp = McpHub(mcp)
         self.routes = tuple(routes)

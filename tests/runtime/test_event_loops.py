@@ -84,18 +84,31 @@ def test_without_uvloop_auto_runs_asyncio_and_uvloop_is_refused_by_name() -> Non
         loop = new_stream_loop("auto")
         print(type(loop).__module__)
         loop.close()
-        for attempt in (lambda: new_stream_loop("uvloop"), lambda: check_event_loop("uvloop")):
+        import threading
+        from toolprep.actors.stream_reader import ModelRoute
+        from toolprep.runtime.host import Runtime, RuntimeConfig
+        from toolprep.runtime.providers.factory import build_provider
+
+        provider = build_provider("anthropic", base_url="http://127.0.0.1:9", api_key="k")
+        threads = threading.active_count()
+        for attempt in (
+            lambda: new_stream_loop("uvloop"),
+            lambda: check_event_loop("uvloop"),
+            lambda: Runtime([ModelRoute(provider, "m")], config=RuntimeConfig(event_loop="uvloop")),
+        ):
             try:
                 attempt()
             except ValueError as exc:
                 print(exc)
+        print(threading.active_count() - threads)
         """
     )
     assert probe.returncode == 0, probe.stderr
-    module, *refusals = probe.stdout.splitlines()
+    module, *refusals, threads_started = probe.stdout.splitlines()
     assert module.startswith("asyncio")
+    assert threads_started == "0"  # the runtime refused before starting any role
     refusal = "event loop 'uvloop' is not installed: pip install 'toolprep[uvloop]'"
-    assert refusals == [f"{refusal} (or choose 'auto')"] * 2
+    assert refusals == [f"{refusal} (or choose 'auto')"] * 3
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
