@@ -4,11 +4,12 @@ asyncio reads a socket with ``recv(256 KiB)``: Python allocates a bytes
 object of the full 256 KiB, the kernel fills the few hundred bytes a
 provider event takes, and the object is shrunk to that size. glibc serves
 any block above its mmap threshold (128 KiB by default) with a fresh
-``mmap`` and the shrink with ``mremap``, so every read of every provider
-stream maps, faults in and unmaps pages: about 12 us per read on a 2-core
-machine, several times the ``recv`` itself. glibc's sliding threshold, which
-normally learns from such blocks, never moves, because the block is never
-freed at its full size.
+``mmap``, so every read of every provider stream can map, fault in and
+unmap pages: 12-16 us per read on a 2-core machine, more than the
+``recv`` itself (``benchmarks.read_floor``). glibc raises its threshold by
+itself only once some block that large is freed whole, which the shrunk
+read buffers never are; so whether a process pays depends on what else it
+happened to allocate, and the agent paid under load.
 
 Two settings, made once at start-up, keep those blocks in the heap:
 
