@@ -12,6 +12,7 @@ Everything here talks only to loopback addresses and every wait is bounded.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
@@ -271,6 +272,11 @@ def _fold_name(name: str) -> str:
 def cpu_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     keys = set(before) | set(after)
     return {k: round(after.get(k, 0.0) - before.get(k, 0.0), 4) for k in sorted(keys)}
+
+
+def loop_kind(loop: asyncio.AbstractEventLoop) -> str:
+    """``"asyncio"`` or ``"uvloop"``: the package a run's stream loop comes from."""
+    return type(loop).__module__.partition(".")[0]
 
 
 def percentile(sorted_values: Sequence[float], p: float) -> float | None:

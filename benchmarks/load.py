@@ -23,8 +23,9 @@ event, actors / direct.
 
 ``--transport aiohttp,httpx`` runs every N once per HTTP client (the SDKs'
 aiohttp client, which the runtime uses, and their default httpx client), so
-the two compare within one run; ``aiohttp-uvloop`` is the runtime's client on
-a uvloop event loop (uvloop installed by hand). ``--gc default`` leaves the collector and
+the two compare within one run; ``aiohttp-asyncio`` and ``aiohttp-uvloop`` are
+the runtime's client with its streams on that loop (``aiohttp`` alone: the
+runtime's default, ``auto``). ``--gc default`` leaves the collector and
 the allocator as CPython and glibc set them instead of the agent's start-up tuning
 (``process_tuning``); ``MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072`` (glibc's
 defaults) in the environment keeps only the allocator at its defaults.
@@ -51,8 +52,8 @@ per preparing card it adds. CPU sums this process and the workers or shards
 
 Run: ``python -m benchmarks.load [--mode embedded,cli] [--host local,workers,ray] [--shards 2]
 [--sessions 1,100,1000] [--rate 20] [--duration 10] [--provider anthropic|openai]
-[--transport aiohttp,httpx,aiohttp-uvloop] [--gc daemon|default] [--cli-args=ARGS] [--plot out.png]
-[--report path]``.
+[--transport aiohttp,httpx,aiohttp-asyncio,aiohttp-uvloop] [--gc daemon|default]
+[--cli-args=ARGS] [--plot out.png] [--report path]``.
 """
 
 from __future__ import annotations
@@ -342,7 +343,7 @@ def run_child(
                 else DirectRuntime(routes, registry, config)
             )
             stream_loop = _stream_loop(runtime)
-            event_loop = type(stream_loop).__module__.partition(".")[0]
+            event_loop = h.loop_kind(stream_loop)
             lag = h.LoopLagProbe(stream_loop).start()
             agent = _EmbeddedAgent(runtime, gc_mode, gc_threshold)
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, TypeAlias, cast
 
 from benchmarks import _harness as h
+from toolprep.runtime.event_loops import new_stream_loop, uvloop_installed
 
 READERS = ("protocol", "aiohttp", "sdk")
 LOOPS = ("asyncio", "uvloop")
@@ -159,7 +160,6 @@ _COUNTERS: dict[str, Callable[[int, int], OpenStreams]] = {
 
 def _child(args: argparse.Namespace) -> None:
     """One configuration: open the streams, let them settle, measure a window, print JSON."""
-    from toolprep.runtime.event_loops import new_stream_loop
     from toolprep.runtime.gc_tuning import tune_gc_for_daemon
     from toolprep.runtime.malloc_tuning import tune_malloc_for_daemon
 
@@ -181,7 +181,7 @@ def _child(args: argparse.Namespace) -> None:
             "cores": cpu / elapsed,
             "us_per_read": cpu / count * 1e6 if count else None,
             "malloc_tuned": malloc_tuned,
-            "event_loop": type(asyncio.get_running_loop()).__module__.partition(".")[0],
+            "event_loop": h.loop_kind(asyncio.get_running_loop()),
         }
 
     print(json.dumps(loop.run_until_complete(measure())), flush=True)
@@ -209,14 +209,6 @@ def _run(reader: str, loop: str, malloc: str, args: argparse.Namespace) -> dict[
         raise SystemExit(f"{reader}/{loop}/{malloc} failed:\n{result.stderr}")
     figures: dict[str, Any] = json.loads(result.stdout.splitlines()[-1])
     return {"reader": reader, "loop": loop, "malloc": malloc, **figures}
-
-
-def _uvloop_installed() -> bool:
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -247,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     readers = [r for r in args.readers.split(",") if r]
     loops = [lp for lp in args.loops.split(",") if lp]
-    if "uvloop" in loops and not _uvloop_installed():
+    if "uvloop" in loops and not uvloop_installed():
         print("uvloop is not installed (pip install 'toolprep[uvloop]'): asyncio only")
         loops = [lp for lp in loops if lp != "uvloop"]
     print(

@@ -17,7 +17,13 @@ import importlib
 from types import ModuleType
 from typing import Final, Literal, assert_never
 
-__all__ = ["EVENT_LOOPS", "EventLoopChoice", "check_event_loop", "new_stream_loop"]
+__all__ = [
+    "EVENT_LOOPS",
+    "EventLoopChoice",
+    "check_event_loop",
+    "new_stream_loop",
+    "uvloop_installed",
+]
 
 EventLoopChoice = Literal["auto", "asyncio", "uvloop"]
 
@@ -53,10 +59,14 @@ def check_event_loop(choice: str) -> EventLoopChoice:
     """``choice`` as an ``EventLoopChoice``, or ``ValueError`` if no loop of it can be made."""
     for known in EVENT_LOOPS:
         if choice == known:
-            if known == "uvloop" and _uvloop() is None:
+            if known == "uvloop" and not uvloop_installed():
                 raise ValueError(_MISSING_UVLOOP)
             return known
     raise ValueError(f"unknown event loop {choice!r}: choose one of {', '.join(EVENT_LOOPS)}")
+
+
+def uvloop_installed() -> bool:
+    return _uvloop() is not None
 
 
 def _uvloop() -> ModuleType | None:
