@@ -2,7 +2,9 @@
 
 Checking a path and then opening it by name leaves a window in which a
 directory on the way can be swapped for a symlink to somewhere else. So the
-file tools never open a model-chosen path by name: they walk it from a
+file tools, and the tree walks of list_directory, glob and search (which
+start from ``open_directory`` and go on with ``open_subdirectory`` and
+``open_child``), never open a model-chosen path by name: they walk it from a
 descriptor of the session root, one component at a time, each opened with
 ``O_NOFOLLOW`` relative to its parent's descriptor. Whatever the disk looks
 like at any instant, every step stays below the directory it started from.
@@ -26,12 +28,28 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Final, Literal, assert_never
+from typing import BinaryIO, Final, Literal, TypeVar, assert_never
 
 from toolprep.runtime.tools.base import ToolError
 from toolprep.runtime.tools.paths import is_within, relative_parts, session_root
+
+__all__ = [
+    "MAX_LINK_HOPS",
+    "LinkLeadsOutside",
+    "OpenedFile",
+    "make_directories",
+    "open_child",
+    "open_directory",
+    "open_file_or_directory",
+    "open_for_reading",
+    "open_for_writing",
+    "open_subdirectory",
+    "regular_file",
+    "stat_inside",
+]
 
 MAX_LINK_HOPS: Final = 40
 """Links followed in one path, as Linux's own limit; also what stops link loops."""
@@ -44,6 +62,11 @@ _CREATE_FLAGS: Final = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O
 _CREATE_RACE_RETRIES: Final = 8
 
 FinalOpen = Literal["read", "write"]
+_T = TypeVar("_T")
+
+
+class LinkLeadsOutside(ToolError):
+    """A symlink on the path leads out of the session directory (or above its root)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +97,7 @@ class _Walk:
 
     def up(self) -> None:
         if len(self.stack) == 1:
-            raise ToolError(
+            raise LinkLeadsOutside(
                 f"path {self.raw!r} resolves through a symlink to above the session "
                 f"directory {self.root}"
             )
@@ -113,7 +136,7 @@ class _Walk:
             elif is_within(normal, self.real_root):
                 inside = os.path.relpath(normal, self.real_root)
             else:
-                raise ToolError(
+                raise LinkLeadsOutside(
                     f"path {self.raw!r} resolves through a symlink to {target}, outside the "
                     f"session directory {self.root}"
                 )
@@ -125,14 +148,21 @@ class _Walk:
         return True
 
 
-def _open_walk(
+def _walk_to(
     path: str,
     cwd: Path | str,
-    final: FinalOpen,
+    last: Callable[[_Walk, str, list[str]], _T | None] | None,
+    at_directory: Callable[[_Walk], _T],
     *,
     make_parents: bool,
-    directory: bool = False,
-) -> OpenedFile:
+) -> _T:
+    """Walk ``path`` from the session root and finish with ``last`` or ``at_directory``.
+
+    ``last`` handles the final component (None when that was a symlink whose
+    target is now pending); without it every component is entered as a
+    directory. ``at_directory`` makes the result when the walk ends on a
+    directory (``.``, ``a/..``, or every component entered).
+    """
     parts = relative_parts(path, cwd)
     root = session_root(cwd)
     walk = _Walk(raw=path, root=root, real_root=os.path.realpath(root))
@@ -146,17 +176,31 @@ def _open_walk(
             if name == "..":
                 walk.up()
                 continue
-            if not pending and not directory:
-                opened = _open_final(walk, name, final, pending)
-                if opened is None:
+            if not pending and last is not None:
+                result = last(walk, name, pending)
+                if result is None:
                     continue  # it was a symlink: its target is now pending
-                return opened
+                return result
             _enter_directory(walk, name, pending, make_parents=make_parents)
-        if not directory:
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        return OpenedFile(fd=os.dup(walk.here), created=False)
+        return at_directory(walk)
     finally:
         walk.close()
+
+
+def _refuse_directory(walk: _Walk) -> OpenedFile:
+    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), walk.raw)
+
+
+def _dup_directory(walk: _Walk) -> int:
+    return os.dup(walk.here)
+
+
+def _opened_directory(walk: _Walk) -> OpenedFile:
+    return OpenedFile(os.dup(walk.here), created=False)
+
+
+def _stat_directory(walk: _Walk) -> os.stat_result:
+    return os.fstat(walk.here)
 
 
 def _enter_directory(walk: _Walk, name: str, pending: list[str], *, make_parents: bool) -> None:
@@ -204,6 +248,26 @@ def _open_final(walk: _Walk, name: str, final: FinalOpen, pending: list[str]) ->
     raise FileNotFoundError(errno.ENOENT, "kept disappearing while being written", name)
 
 
+def _stat_final(walk: _Walk, name: str, pending: list[str]) -> os.stat_result | None:
+    """``lstat`` the last component; None if it was a symlink whose target is now pending."""
+    for _ in range(_CREATE_RACE_RETRIES):
+        info = os.stat(name, dir_fd=walk.here, follow_symlinks=False)
+        if not stat.S_ISLNK(info.st_mode):
+            return info
+        if walk.follow(name, pending):
+            return None
+        # Replaced by a non-link between the stat and the readlink: look again.
+    raise FileNotFoundError(errno.ENOENT, "kept changing while being looked at", name)
+
+
+def _reader(walk: _Walk, name: str, pending: list[str]) -> OpenedFile | None:
+    return _open_final(walk, name, "read", pending)
+
+
+def _writer(walk: _Walk, name: str, pending: list[str]) -> OpenedFile | None:
+    return _open_final(walk, name, "write", pending)
+
+
 def _create_or_update(dir_fd: int, name: str) -> OpenedFile:
     """Create ``name`` exclusively, or open the existing one; neither follows a symlink.
 
@@ -224,7 +288,15 @@ def open_for_reading(path: str, cwd: Path | str) -> int:
     (FileNotFoundError, NotADirectoryError, ...) for the ordinary failures.
     The file may be a directory or a FIFO: check ``os.fstat`` before reading.
     """
-    return _open_walk(path, cwd, "read", make_parents=False).fd
+    return _walk_to(path, cwd, _reader, _refuse_directory, make_parents=False).fd
+
+
+def open_file_or_directory(path: str, cwd: Path | str) -> int:
+    """Like ``open_for_reading``, but a path ending at a directory (``.``, ``a/..``) is opened too.
+
+    For search, which takes either; ``os.fstat`` tells which it got.
+    """
+    return _walk_to(path, cwd, _reader, _opened_directory, make_parents=False).fd
 
 
 def open_for_writing(path: str, cwd: Path | str) -> OpenedFile:
@@ -233,12 +305,50 @@ def open_for_writing(path: str, cwd: Path | str) -> OpenedFile:
     The file is neither truncated nor checked to be regular: the caller reads
     the old content for its diff first, and ``os.fstat``s the descriptor.
     """
-    return _open_walk(path, cwd, "write", make_parents=True)
+    return _walk_to(path, cwd, _writer, _refuse_directory, make_parents=True)
 
 
 def make_directories(path: str, cwd: Path | str) -> None:
     """Create directory ``path`` (and its parents) inside cwd, like ``mkdir -p``."""
-    os.close(_open_walk(path, cwd, "read", make_parents=True, directory=True).fd)
+    os.close(_walk_to(path, cwd, None, _dup_directory, make_parents=True))
+
+
+def open_directory(path: str, cwd: Path | str) -> int:
+    """A descriptor of directory ``path``, which really lies inside cwd.
+
+    Opened without following a symlink it has not checked, like the files;
+    list it with ``os.scandir(fd)`` and open what is in it with ``dir_fd``.
+    Raises ToolError for a path or symlink leading outside, OSError
+    (FileNotFoundError, NotADirectoryError, ...) for the ordinary failures.
+    """
+    return _walk_to(path, cwd, None, _dup_directory, make_parents=False)
+
+
+def stat_inside(path: str, cwd: Path | str) -> os.stat_result:
+    """What ``path`` leads to, symlinks resolved by the confined walk, never by the kernel.
+
+    For a symlink found while walking a tree: whether it leads to a directory
+    or a file inside cwd. Raises LinkLeadsOutside if it leads out, ToolError
+    for a symlink loop, OSError (FileNotFoundError for a dangling link, ...)
+    for the ordinary failures. Nothing is opened but the directories on the way.
+    """
+    return _walk_to(path, cwd, _stat_final, _stat_directory, make_parents=False)
+
+
+def open_subdirectory(dir_fd: int, name: str) -> int:
+    """A descriptor of subdirectory ``name`` of directory ``dir_fd``; never follows a symlink.
+
+    A symlink (or anything else swapped in for the directory) raises OSError.
+    """
+    return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+
+
+def open_child(dir_fd: int, name: str) -> int:
+    """A read-only descriptor of entry ``name`` of directory ``dir_fd``; never follows a symlink.
+
+    A symlink raises OSError (``ELOOP``); check the type with ``os.fstat``.
+    """
+    return os.open(name, _READ_FLAGS, dir_fd=dir_fd)
 
 
 def regular_file(fd: int, raw: str, tool: str, mode: Literal["rb", "r+b"]) -> BinaryIO:

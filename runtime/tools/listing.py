@@ -10,7 +10,9 @@ huge or deep tree returns what it found so far rather than running on.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,8 +20,13 @@ from toolprep.runtime.tools.acp_shapes import code_block, location, text_content
 from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
 from toolprep.runtime.tools.budget import WorkBudget
 from toolprep.runtime.tools.builtin import BuiltinTool, shorten, str_arg
-from toolprep.runtime.tools.paths import display_path, resolve_path, session_root, title_path
-from toolprep.runtime.tools.walk import glob_regex, split_glob, walk
+from toolprep.runtime.tools.confined_fs import LinkLeadsOutside, stat_inside
+from toolprep.runtime.tools.found import found_output
+from toolprep.runtime.tools.globs import glob_regex, split_glob
+from toolprep.runtime.tools.paths import display_path, resolve_path, title_path
+from toolprep.runtime.tools.walk import Base, open_base, open_dir_below, walk
+
+__all__ = ["GlobTool", "ListDirectoryTool", "base_location"]
 
 
 def base_location(args: Mapping[str, Any], cwd: Path, key: str = "path") -> list[dict[str, Any]]:
@@ -31,28 +38,33 @@ def base_location(args: Mapping[str, Any], cwd: Path, key: str = "path") -> list
         return []
 
 
-def resolve_dir(raw: str, cwd: Path, tool: str) -> Path:
-    """Confine ``raw`` and require it to be an existing directory."""
-    path = resolve_path(raw, cwd)
-    if not os.path.exists(path):
-        raise ToolError(f"{tool}: {raw!r} does not exist")
-    if not os.path.isdir(path):
-        raise ToolError(f"{tool}: {raw!r} is not a directory")
-    return path
+def _describe(base: Base, name: str, cwd: Path) -> tuple[bool, str]:
+    """(is_dir, display line) for entry ``name`` of the listed directory.
 
-
-def _describe(entry: os.DirEntry[str]) -> tuple[bool, str]:
-    """(is_dir, display line) for one directory entry."""
+    One ``lstat`` through the directory's descriptor says what the entry is
+    at one instant; a symlink is shown with its target, and ends in ``/``
+    when the confined walk finds it leads to a directory inside cwd. A
+    symlink leading outside is named as such and never followed, not even
+    to ask what is there.
+    """
     try:
-        if entry.is_symlink():
-            target = os.readlink(entry.path)
-            suffix = "/" if entry.is_dir() else ""
-            return entry.is_dir(), f"{entry.name}{suffix} -> {target}"
-        if entry.is_dir():
-            return True, f"{entry.name}/"
-        return False, f"{entry.name} ({entry.stat().st_size} bytes)"
+        info = os.stat(name, dir_fd=base.fd, follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode):
+            return True, f"{name}/"
+        if not stat.S_ISLNK(info.st_mode):
+            return False, f"{name} ({info.st_size} bytes)"
+        target = os.readlink(name, dir_fd=base.fd)
     except OSError:
-        return False, entry.name
+        return False, name
+    try:
+        leads = stat_inside(base.below(name), cwd)
+    except LinkLeadsOutside:
+        return False, f"{name} -> {target} (outside the working directory)"
+    except (ToolError, OSError):
+        return False, f"{name} -> {target}"
+    if stat.S_ISDIR(leads.st_mode):
+        return True, f"{name}/ -> {target}"
+    return False, f"{name} -> {target}"
 
 
 class ListDirectoryTool(BuiltinTool):
@@ -61,7 +73,8 @@ class ListDirectoryTool(BuiltinTool):
     name = "list_directory"
     description = (
         "List the entries of a directory in the working directory (default: the working "
-        "directory itself). Directories end with '/', files show their size in bytes."
+        "directory itself). Directories end with '/', files show their size in bytes, "
+        "symlinks their target."
     )
     schema: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -83,12 +96,14 @@ class ListDirectoryTool(BuiltinTool):
 
     def execute(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         raw: str = args.get("path") or "."
-        path = resolve_dir(raw, ctx.cwd, self.name)
-        try:
-            with os.scandir(path) as scan:
-                described = [_describe(entry) for entry in scan]
-        except OSError as exc:
-            raise ToolError(f"{self.name}: cannot list {raw!r}: {exc.strerror}") from None
+        path = resolve_path(raw, ctx.cwd)
+        with open_base(raw, ctx.cwd, self.name) as base:
+            try:
+                with os.scandir(base.fd) as scan:
+                    names = [entry.name for entry in scan]
+            except OSError as exc:
+                raise ToolError(f"{self.name}: cannot list {raw!r}: {exc.strerror}") from None
+            described = [_describe(base, name, ctx.cwd) for name in names]
         described.sort(key=lambda item: (not item[0], item[1]))
         cap = self.config.max_list_entries
         lines = [line for _, line in described[:cap]]
@@ -144,48 +159,55 @@ class GlobTool(BuiltinTool):
         pattern: str = args["pattern"]
         base_raw: str = args.get("path") or "."
         prefix, rest, depth = split_glob(pattern)
-        base = resolve_dir(base_raw, ctx.cwd, self.name)
-        if prefix:
-            base = resolve_path(os.path.join(base, prefix), ctx.cwd)
-            if not os.path.isdir(base):
+        where = resolve_path(base_raw, ctx.cwd)
+        with open_base(base_raw, ctx.cwd, self.name) as base:
+            if not prefix:
+                return self._matching(base, where, pattern, rest, depth, ctx)
+        where = resolve_path(os.path.join(where, prefix), ctx.cwd)
+        with open_dir_below(str(where), ctx.cwd) as inner:
+            if inner is None:
                 return self._result(pattern, [], False, None)
+            return self._matching(inner, where, pattern, rest, depth, ctx)
+
+    def _matching(
+        self,
+        base: Base,
+        where: Path,
+        pattern: str,
+        rest: str,
+        depth: int | None,
+        ctx: ToolContext,
+    ) -> ToolOutput:
+        """What below ``base`` (the open directory ``where``) matches the glob ``rest``."""
         if not rest:
-            return self._result(pattern, [display_path(base, ctx.cwd)], False, None)
+            return self._result(pattern, [display_path(where, ctx.cwd)], False, None)
         glob = glob_regex(rest)
-        root = session_root(ctx.cwd)
         budget = WorkBudget.for_call(self.config, ctx)
         cap = self.config.max_glob_results
         found: list[str] = []
         truncated = False
-        for entry in walk(base, ctx.cwd, max_depth=depth, cancelled=ctx.cancelled, budget=budget):
-            if not glob.match(entry.rel):
-                continue
-            if len(found) == cap:
-                truncated = True
-                break
-            rel = os.path.relpath(entry.path, root)
-            found.append(rel + "/" if entry.is_dir else rel)
+        entries = walk(base, ctx.cwd, max_depth=depth, cancelled=ctx.cancelled, budget=budget)
+        with closing(entries):
+            for entry in entries:
+                if not glob.match(entry.rel):
+                    continue
+                if len(found) == cap:
+                    truncated = True
+                    break
+                rel = base.below(entry.rel)
+                found.append(rel + "/" if entry.kind == "dir" else rel)
         return self._result(pattern, found, truncated, budget.note())
 
     def _result(
         self, pattern: str, found: list[str], truncated: bool, stopped: str | None
     ) -> ToolOutput:
-        raw: dict[str, Any] = {"count": len(found)}
-        if stopped is not None:
-            raw["stopped"] = stopped
-        if not found:
-            text = f"No paths match {pattern!r}."
-            if stopped is not None:
-                text = f"No paths match {pattern!r} in the part searched: {stopped}."
-            return ToolOutput(llm_output=text, content=(text_content(text),), raw_output=raw)
-        body = "\n".join(found)
-        if truncated:
-            body += f"\n... more than {len(found)} matches; narrow the pattern or path"
-        elif stopped is not None:
-            body += f"\n... {stopped}"
-        raw["truncated"] = truncated or stopped is not None
-        return ToolOutput(
-            llm_output=body,
-            content=(text_content(code_block(body)),),
-            raw_output=raw,
+        capped = (
+            f"more than {len(found)} matches; narrow the pattern or path" if truncated else None
+        )
+        return found_output(
+            found,
+            {"count": len(found)},
+            nothing=f"No paths match {pattern!r}",
+            capped=capped,
+            stopped=stopped,
         )

@@ -67,7 +67,12 @@ def resolve_path(path: str, cwd: Path | str) -> Path:
     """
     root = session_root(cwd)
     candidate = _confined_lexical(path, root)
-    real = os.path.realpath(candidate)
+    try:
+        real = os.path.realpath(candidate)
+    except OSError as exc:  # a link on the way replaced while being read
+        raise ToolError(
+            f"path {path!r} changed while being checked ({exc.strerror}); try again"
+        ) from None
     if not is_within(real, os.path.realpath(root)):
         raise ToolError(
             f"path {path!r} resolves through a symlink to {real}, "

@@ -7,25 +7,33 @@ and the match count is capped, because a search result the model cannot read
 in full is worse than a note asking it to narrow the search. Patterns are
 RE2, matched in linear time, and the whole call runs within a work budget
 (files visited, bytes read, wall time): a search that spends it returns
-what it found so far with a note saying so.
+what it found so far with a note saying so. The tree is walked, and each
+file opened, by descriptor (see ``walk``), so a directory swapped for a
+symlink mid-search cannot lead it outside the session directory.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+import stat
+from collections.abc import Generator, Mapping
+from contextlib import closing
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar, assert_never
 
-from toolprep.runtime.tools.acp_shapes import code_block, text_content
 from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
 from toolprep.runtime.tools.budget import WorkBudget
 from toolprep.runtime.tools.builtin import BuiltinTool, shorten, str_arg
+from toolprep.runtime.tools.found import found_output
+from toolprep.runtime.tools.globs import glob_regex
 from toolprep.runtime.tools.grep import LinePattern, matching_lines
 from toolprep.runtime.tools.listing import base_location
-from toolprep.runtime.tools.paths import resolve_path, session_root, title_path
+from toolprep.runtime.tools.paths import title_path
 from toolprep.runtime.tools.patterns import RE2_SYNTAX_URL, RegexSyntaxError
-from toolprep.runtime.tools.walk import glob_regex, walk
+from toolprep.runtime.tools.walk import Base, open_base, open_entry, walk
+
+__all__ = ["SearchTool"]
 
 _SNIFF_BYTES = 8192
 
@@ -83,88 +91,100 @@ class SearchTool(BuiltinTool):
             line_pattern = LinePattern(pattern)
         except RegexSyntaxError as exc:
             raise ToolError(f"{self.name}: {exc}") from None
-        base = resolve_path(raw_path, ctx.cwd)
-        if not os.path.exists(base):
-            raise ToolError(f"{self.name}: {raw_path!r} does not exist")
-        root = session_root(ctx.cwd)
         budget = WorkBudget.for_call(self.config, ctx)
-        cap = self.config.max_search_results
-        lines: list[str] = []
-        files_matched = 0
-        truncated = False
-        for file_path in self._files(base, ctx, file_glob, budget):
-            rel = os.path.relpath(file_path, root)
-            hit = False
-            for number, text in self._matches(file_path, line_pattern, budget):
-                if len(lines) == cap:
-                    truncated = True
-                    break
-                lines.append(f"{rel}:{number}:{text}")
-                hit = True
-            files_matched += hit
-            if truncated or budget.stopped is not None:
-                break
-        return self._result(pattern, lines, files_matched, truncated, budget.note())
+        found = _Found(cap=self.config.max_search_results)
+        with open_base(raw_path, ctx.cwd, self.name, files_too=True) as base:
+            match base.kind:
+                case "dir":
+                    self._search_tree(base, file_glob, line_pattern, ctx, budget, found)
+                case "file":
+                    if budget.visit():
+                        self._search_file(os.dup(base.fd), base.rel, line_pattern, budget, found)
+                case "other":
+                    pass  # a FIFO or device: nothing to search
+                case _:
+                    assert_never(base.kind)
+        capped = None
+        if found.truncated:
+            capped = f"stopped after {len(found.lines)} matches; narrow the pattern, path or glob"
+        return found_output(
+            found.lines,
+            {"matches": len(found.lines), "files": found.files},
+            nothing=f"No matches for {pattern!r}",
+            capped=capped,
+            stopped=budget.note(),
+        )
 
-    def _files(
-        self, base: Path, ctx: ToolContext, file_glob: str | None, budget: WorkBudget
-    ) -> Iterator[Path]:
-        if not os.path.isdir(base):
-            if budget.visit():
-                yield base
-            return
+    def _search_tree(
+        self,
+        base: Base,
+        file_glob: str | None,
+        pattern: LinePattern,
+        ctx: ToolContext,
+        budget: WorkBudget,
+        found: _Found,
+    ) -> None:
         matcher = glob_regex(file_glob) if file_glob else None
         by_name = file_glob is not None and "/" not in file_glob
-        for entry in walk(base, ctx.cwd, cancelled=ctx.cancelled, budget=budget):
-            if entry.is_dir:
-                continue
-            if matcher is not None:
-                subject = entry.path.name if by_name else entry.rel
-                if not matcher.match(subject):
+        entries = walk(base, ctx.cwd, cancelled=ctx.cancelled, budget=budget)
+        with closing(entries):
+            for entry in entries:
+                if entry.kind != "file":
                     continue
-            yield entry.path
+                if matcher is not None and not matcher.match(entry.name if by_name else entry.rel):
+                    continue
+                try:
+                    fd = open_entry(base, entry, ctx.cwd)
+                except (OSError, ToolError):
+                    continue  # gone, unreadable, or swapped for something else since listed
+                self._search_file(fd, base.below(entry.rel), pattern, budget, found)
+                if found.truncated or budget.stopped is not None:
+                    return
+
+    def _search_file(
+        self, fd: int, rel: str, pattern: LinePattern, budget: WorkBudget, found: _Found
+    ) -> None:
+        """Add the matching lines of the file open as ``fd`` (closed here) to ``found``."""
+        hit = False
+        with os.fdopen(fd, "rb") as handle, closing(self._matches(handle, pattern, budget)) as hits:
+            for number, text in hits:
+                if len(found.lines) == found.cap:
+                    found.truncated = True
+                    break
+                found.lines.append(f"{rel}:{number}:{text}")
+                hit = True
+        found.files += hit
 
     def _matches(
-        self, path: Path, pattern: LinePattern, budget: WorkBudget
-    ) -> Iterator[tuple[int, str]]:
-        """Matching lines of one text file; nothing for binary, huge or unreadable files."""
+        self, handle: BinaryIO, pattern: LinePattern, budget: WorkBudget
+    ) -> Generator[tuple[int, str], None, None]:
+        """Matching lines of one text file; nothing for binary, huge, irregular or unreadable files.
+
+        The type and size are checked on the descriptor, so they are those of
+        the file that is read.
+        """
         limit = self.config.max_search_line_chars
         max_bytes = self.config.max_search_file_bytes
         try:
-            if not os.path.isfile(path) or os.path.getsize(path) > max_bytes:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
                 return
-            with open(path, "rb") as handle:
-                if b"\0" in handle.read(_SNIFF_BYTES):
-                    return
-                handle.seek(0)
-                for number, raw in matching_lines(
-                    handle, pattern, budget, max_line_bytes=max_bytes
-                ):
-                    # Decoding only what can be shown keeps one huge line cheap.
-                    text = raw[: 4 * limit].decode("utf-8", errors="replace")
-                    yield number, text if len(text) <= limit else text[: limit - 1] + "…"
+            if b"\0" in handle.read(_SNIFF_BYTES):
+                return
+            handle.seek(0)
+            for number, raw in matching_lines(handle, pattern, budget, max_line_bytes=max_bytes):
+                # Decoding only what can be shown keeps one huge line cheap.
+                text = raw[: 4 * limit].decode("utf-8", errors="replace")
+                yield number, text if len(text) <= limit else text[: limit - 1] + "…"
         except OSError:
             return
 
-    def _result(
-        self, pattern: str, lines: list[str], files: int, truncated: bool, stopped: str | None
-    ) -> ToolOutput:
-        raw: dict[str, Any] = {"matches": len(lines), "files": files}
-        if stopped is not None:
-            raw["stopped"] = stopped
-        if not lines:
-            text = f"No matches for {pattern!r}."
-            if stopped is not None:
-                text = f"No matches for {pattern!r} in the part searched: {stopped}."
-            return ToolOutput(llm_output=text, content=(text_content(text),), raw_output=raw)
-        body = "\n".join(lines)
-        if truncated:
-            body += f"\n... stopped after {len(lines)} matches; narrow the pattern, path or glob"
-        elif stopped is not None:
-            body += f"\n... {stopped}"
-        raw["truncated"] = truncated or stopped is not None
-        return ToolOutput(
-            llm_output=body,
-            content=(text_content(code_block(body)),),
-            raw_output=raw,
-        )
+
+@dataclass(slots=True)
+class _Found:
+    """The matching lines gathered so far, and whether the cap cut them off."""
+
+    cap: int
+    lines: list[str] = field(default_factory=list)
+    files: int = 0
+    truncated: bool = False

@@ -1,243 +1,265 @@
-"""Walking the session tree and matching glob patterns, shared by glob and search.
+"""Walking the session tree by descriptor, shared by list_directory, glob and search.
 
-The walk never follows symlinked directories (no loops, no escape), skips
-version-control internals, drops symlinks whose target lies outside cwd, and
-checks its work budget (and so cancellation) before each entry, so a walk
-over a huge tree stops early with partial results instead of running on.
-Order is deterministic (sorted by name, depth first) so results are stable
-from one call to the next.
+A walk that lists a directory and then descends into ``dir/sub`` by name can
+be sent anywhere: swap ``sub`` for a symlink between the two steps and the
+kernel follows it out of the session directory. So the walk never hands the
+kernel a path. Its base is opened by ``confined_fs``'s descriptor walk;
+each directory is listed with ``os.scandir(fd)`` and entered with
+``open_subdirectory`` (``O_DIRECTORY | O_NOFOLLOW`` relative to its
+parent's descriptor), so whatever is swapped in meanwhile is refused
+instead of followed; files are opened the same way (``open_child``). What
+the walk sees is what the directories it opened hold, always below the base.
 
-Globs compile to RE2, not to Python regexes: a glob like ``*a*a*a*a*b`` or
-``**/**/**/x`` translates to a regex that backtracks exponentially in
-Python's engine, and RE2 matches it in time linear in the path.
+Symlinks in the tree are reported but never descended into (no loops, no
+escape); where one leads is asked of ``confined_fs.stat_inside``, which
+resolves it without the kernel following it, and a link leading outside
+cwd is dropped. Version-control internals are skipped. The work budget
+(and so cancellation) is checked before each entry, so a walk over a huge
+tree stops early with partial results instead of running on. Order is
+deterministic (sorted by name, depth first) so results are stable.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
+from typing import Literal
 
 from toolprep.runtime.tools.base import ToolError
 from toolprep.runtime.tools.budget import WorkBudget
-from toolprep.runtime.tools.paths import is_within, session_root
-from toolprep.runtime.tools.patterns import (
-    MAX_PATTERN_CHARS,
-    Regex,
-    RegexSyntaxError,
-    compile_regex,
-    escape,
-    quoted,
+from toolprep.runtime.tools.confined_fs import (
+    open_child,
+    open_directory,
+    open_file_or_directory,
+    open_for_reading,
+    open_subdirectory,
+    stat_inside,
 )
+from toolprep.runtime.tools.paths import relative_parts, resolve_path
+
+__all__ = [
+    "SKIP_DIRS",
+    "Base",
+    "Entry",
+    "EntryKind",
+    "kind_of",
+    "open_base",
+    "open_dir_below",
+    "open_entry",
+    "walk",
+]
 
 SKIP_DIRS = frozenset({".git", ".hg", ".svn"})
-_MAGIC = frozenset("*?[{")
-# A glob character becomes at most this many regex characters (``*`` -> ``[^/]*``).
-_EXPANSION = 6
+
+EntryKind = Literal["dir", "file", "other"]
+"""What an entry is; for a symlink, what it leads to."""
+
+
+@dataclass(frozen=True, slots=True)
+class Base:
+    """An open directory (or, for search, file) to start from.
+
+    ``rel`` is its path below the session root, ``/``-separated, ``""`` for
+    the root itself: results are named by it, and symlinks found below are
+    resolved from the root through it.
+    """
+
+    fd: int
+    rel: str
+    kind: EntryKind
+
+    def below(self, rel: str) -> str:
+        """``rel`` (relative to this base) as a path relative to the session root."""
+        return f"{self.rel}/{rel}" if self.rel and rel else self.rel or rel
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One walked entry; ``rel`` is relative to the walk's base, with ``/`` separators."""
+    """One walked entry; ``rel`` is relative to the walk's base, with ``/`` separators.
 
-    path: Path
-    rel: str
-    is_dir: bool
-    is_symlink: bool
-
-
-def _sorted_entries(directory: Path, limit: int | None) -> list[os.DirEntry[str]]:
-    """The first ``limit`` entries scandir returns, sorted by name.
-
-    The limit keeps one enormous directory from being read and sorted in full
-    (sorting holds the interpreter lock) when the budget could never reach
-    most of it anyway. A directory with more entries than a whole budget is
-    therefore seen only in part, and which part is up to the file system.
+    ``dir_fd`` is the directory holding it, open only until the walk moves
+    on: open the entry through it (``open_entry``) before asking for the next.
     """
+
+    name: str
+    rel: str
+    kind: EntryKind
+    is_symlink: bool
+    dir_fd: int
+
+
+def kind_of(mode: int) -> EntryKind:
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "other"
+
+
+def _base_rel(raw: str, cwd: Path) -> str:
+    return "/".join(relative_parts(raw, cwd))
+
+
+@contextmanager
+def open_base(raw: str, cwd: Path, tool: str, *, files_too: bool = False) -> Iterator[Base]:
+    """Open ``raw`` (confined to cwd) to walk from, closing it afterwards.
+
+    Raises ToolError naming the tool when it does not exist, leads outside
+    cwd, or is not a directory (unless ``files_too``: search also takes a
+    file, opened for reading).
+    """
+    resolve_path(raw, cwd)  # the early refusal, with its precise wording
     try:
-        with os.scandir(directory) as scan:
-            return sorted(islice(scan, limit), key=lambda entry: entry.name)
+        fd = open_file_or_directory(raw, cwd) if files_too else open_directory(raw, cwd)
+    except FileNotFoundError:
+        raise ToolError(f"{tool}: {raw!r} does not exist") from None
+    except NotADirectoryError:
+        raise ToolError(f"{tool}: {raw!r} is not a directory") from None
+    except OSError as exc:
+        raise ToolError(f"{tool}: cannot open {raw!r}: {exc.strerror}") from None
+    try:
+        kind = kind_of(os.fstat(fd).st_mode) if files_too else "dir"
+        yield Base(fd, _base_rel(raw, cwd), kind)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def open_dir_below(raw: str, cwd: Path) -> Iterator[Base | None]:
+    """Open directory ``raw`` as a Base, or None if it is missing or not a directory.
+
+    ToolError still stops a path leading outside cwd.
+    """
+    resolve_path(raw, cwd)
+    try:
+        fd = open_directory(raw, cwd)
+    except OSError:
+        yield None
+        return
+    try:
+        yield Base(fd, _base_rel(raw, cwd), "dir")
+    finally:
+        os.close(fd)
+
+
+def open_entry(base: Base, entry: Entry, cwd: Path) -> int:
+    """A read-only descriptor of a walked file; OSError or ToolError if it cannot be opened.
+
+    A plain entry is opened through its directory's descriptor, refusing a
+    symlink swapped in since it was listed; a symlink is resolved from the
+    session root by the confined walk, so it too can only reach a file
+    inside cwd. Check the type with ``os.fstat`` before reading.
+    """
+    if entry.is_symlink:
+        return open_for_reading(base.below(entry.rel), cwd)
+    return open_child(entry.dir_fd, entry.name)
+
+
+@dataclass(slots=True)
+class _Dir:
+    """One directory on the walk's stack; ``owned`` descriptors are the walk's to close."""
+
+    fd: int
+    owned: bool
+    prefix: str
+    depth: int
+    entries: Iterator[tuple[str, bool, EntryKind]] = field(default_factory=lambda: iter(()))
+
+
+def _sorted_entries(fd: int, limit: int | None) -> list[tuple[str, bool, EntryKind]]:
+    """(name, is_symlink, kind) for the first ``limit`` entries scandir returns, sorted.
+
+    The types come from the directory itself (``d_type``) or an ``lstat``
+    relative to ``fd``; nothing is followed. The limit keeps one enormous
+    directory from being read and sorted in full (sorting holds the
+    interpreter lock) when the budget could never reach most of it anyway.
+    """
+    found: list[tuple[str, bool, EntryKind]] = []
+    try:
+        with os.scandir(fd) as scan:
+            for entry in islice(scan, limit):
+                try:
+                    found.append((entry.name, entry.is_symlink(), _plain_kind(entry)))
+                except OSError:
+                    continue
     except OSError:
         return []
+    found.sort()
+    return found
+
+
+def _plain_kind(entry: os.DirEntry[str]) -> EntryKind:
+    """The entry's own type, a symlink not followed (its kind is asked for separately)."""
+    if entry.is_dir(follow_symlinks=False):
+        return "dir"
+    if entry.is_file(follow_symlinks=False):
+        return "file"
+    return "other"
+
+
+def _link_kind(base: Base, rel: str, cwd: Path) -> EntryKind | None:
+    """What the symlink at ``rel`` leads to; None if it leads outside cwd (or loops)."""
+    try:
+        return kind_of(stat_inside(base.below(rel), cwd).st_mode)
+    except ToolError:
+        return None  # outside, or a symlink loop: nothing to show
+    except OSError:
+        return "other"  # dangling or unreadable, but inside
 
 
 def walk(
-    base: Path,
+    base: Base,
     cwd: Path,
     *,
     max_depth: int | None = None,
     cancelled: threading.Event | None = None,
     budget: WorkBudget | None = None,
-) -> Iterator[Entry]:
+) -> Generator[Entry, None, None]:
     """Yield everything below ``base`` (not base itself), depth first, sorted.
 
     ``max_depth`` 1 means only base's direct children. Raises ToolError when
     ``cancelled`` (or the budget's cancel event) is set mid-walk; ends early,
-    with ``budget.stopped`` set, when the budget runs out.
+    with ``budget.stopped`` set, when the budget runs out. ``base.fd`` stays
+    the caller's; the descriptors the walk opens are closed when it ends or
+    is closed.
     """
-    real_root = os.path.realpath(session_root(cwd))
-
     limit = None if budget is None else budget.max_entries + 1
-
-    def entries_of(directory: Path) -> Iterator[os.DirEntry[str]]:
-        return iter(_sorted_entries(directory, limit))
-
-    stack: list[tuple[Iterator[os.DirEntry[str]], str, int]] = [(entries_of(base), "", 1)]
-    while stack:
-        entries, prefix, depth = stack[-1]
-        entry = next(entries, None)
-        if entry is None:
-            stack.pop()
-            continue
-        if cancelled is not None and cancelled.is_set():
-            raise ToolError("cancelled")
-        if entry.name in SKIP_DIRS:
-            continue
-        if budget is not None and not budget.visit():
-            return
-        rel = prefix + entry.name
-        try:
-            is_link = entry.is_symlink()
-            if is_link and not is_within(os.path.realpath(entry.path), real_root):
-                continue
-            is_dir = entry.is_dir()
-        except OSError:
-            continue
-        yield Entry(Path(entry.path), rel, is_dir, is_link)
-        if is_dir and not is_link and (max_depth is None or depth < max_depth):
-            stack.append((entries_of(Path(entry.path)), rel + "/", depth + 1))
-
-
-def _translate_segment(segment: str) -> str:
-    """One path segment of a glob as RE2 syntax.
-
-    Once a search for a closing ``]`` or ``}`` has failed, later openers are
-    literal without searching again, which keeps a segment of many unclosed
-    brackets linear rather than quadratic.
-    """
-    out: list[str] = []
-    closes = {"]": True, "}": True}  # whether that closer may still appear ahead
-    i = 0
-    while i < len(segment):
-        char = segment[i]
-        if char == "*":
-            while i + 1 < len(segment) and segment[i + 1] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
-        elif char == "[" and closes["]"]:
-            start = i + 1
-            if segment[start : start + 1] in ("!", "^"):
-                start += 1
-            if segment[start : start + 1] == "]":
-                start += 1
-            end = segment.find("]", start)
-            if end < 0:
-                closes["]"] = False
-                out.append(escape(char))
-            else:
-                body = segment[i + 1 : end]
-                if body[:1] in ("!", "^"):
-                    body = "^" + body[1:].replace("\\", "\\\\")
-                else:
-                    body = body.replace("\\", "\\\\")
-                out.append(f"[{body}]")
-                i = end
-        elif char == "{" and closes["}"]:
-            end = segment.find("}", i)
-            if end < 0:
-                closes["}"] = False
-                out.append(escape(char))
-            else:
-                options = segment[i + 1 : end].split(",")
-                out.append("(?:" + "|".join(_translate_segment(opt) for opt in options) + ")")
-                i = end
-        else:
-            out.append(escape(char))
-        i += 1
-    return "".join(out)
-
-
-class Glob:
-    """A compiled glob; ``match`` tests a whole ``/``-separated relative path."""
-
-    __slots__ = ("_regex", "pattern")
-
-    def __init__(self, pattern: str, regex: Regex) -> None:
-        self.pattern = pattern
-        self._regex = regex
-
-    def match(self, path: str) -> bool:
-        return self._regex.fullmatch(_utf8(path))
-
-
-def _utf8(path: str) -> bytes:
-    """``path`` as UTF-8, a byte that is not UTF-8 becoming U+FFFD (one ``?`` in a glob).
-
-    The file system hands back such bytes as lone surrogates, which neither
-    encode as UTF-8 nor match in RE2's UTF-8 mode.
-    """
+    stack = [_Dir(base.fd, False, "", 1, iter(_sorted_entries(base.fd, limit)))]
     try:
-        return path.encode("utf-8")
-    except UnicodeEncodeError:
-        return os.fsencode(path).decode("utf-8", errors="replace").encode("utf-8")
-
-
-def glob_regex(pattern: str) -> Glob:
-    """Compile a glob (``*``, ``?``, ``[..]``, ``{a,b}``, ``**`` for any depth) to RE2.
-
-    Runs of ``**`` segments collapse into one: they mean the same and each
-    would only add states to the program.
-    """
-    if len(pattern) > MAX_PATTERN_CHARS:
-        raise ToolError(
-            f"pattern {quoted(pattern)} is not a valid glob: it is {len(pattern)} characters "
-            f"long, over the limit of {MAX_PATTERN_CHARS}"
-        )
-    segments: list[str] = []
-    for seg in pattern.split("/"):
-        if seg in ("", ".") or (seg == "**" and segments[-1:] == ["**"]):
-            continue
-        segments.append(seg)
-    parts: list[str] = []
-    try:
-        for index, segment in enumerate(segments):
-            last = index == len(segments) - 1
-            if segment == "**":
-                parts.append(".*" if last else "(?:[^/]+/)*")
+        while stack:
+            top = stack[-1]
+            item = next(top.entries, None)
+            if item is None:
+                stack.pop()
+                if top.owned:
+                    os.close(top.fd)
                 continue
-            parts.append(_translate_segment(segment) + ("" if last else "/"))
-        regex = compile_regex("(?s)" + "".join(parts), max_chars=_EXPANSION * MAX_PATTERN_CHARS)
-        return Glob(pattern, regex)
-    except UnicodeEncodeError:
-        detail = "it contains a lone surrogate, which is not valid text"
-    except RegexSyntaxError as exc:
-        detail = exc.detail
-    raise ToolError(f"pattern {quoted(pattern)} is not a valid glob: {detail}")
-
-
-def split_glob(pattern: str) -> tuple[str, str, int | None]:
-    """Split a pattern into its literal leading directory, the magic rest, and a depth bound.
-
-    ``src/**/*.py`` -> (``src``, ``**/*.py``, None); ``*.md`` -> (``""``, ``*.md``, 1).
-    Walking only the literal prefix keeps ``src/*.py`` from scanning the whole
-    tree, and lets the prefix go through path confinement like any other path.
-    """
-    if "\0" in pattern:
-        raise ToolError(f"pattern {pattern!r} contains a NUL byte")
-    segments = pattern.split("/")
-    literal: list[str] = []
-    while len(segments) > 1 and _MAGIC.isdisjoint(segments[0]):
-        literal.append(segments.pop(0))
-    rest = [seg for seg in segments if seg not in ("", ".")]
-    if ".." in rest:
-        raise ToolError(f"pattern {pattern!r} may not use '..' after a wildcard")
-    prefix = "/".join(literal)
-    if pattern.startswith("/") and not prefix.startswith("/"):
-        prefix = "/" + prefix
-    depth = None if "**" in rest else max(len(rest), 1)
-    return prefix, "/".join(rest), depth
+            if cancelled is not None and cancelled.is_set():
+                raise ToolError("cancelled")
+            name, is_link, own_kind = item
+            if name in SKIP_DIRS:
+                continue
+            if budget is not None and not budget.visit():
+                return
+            rel = top.prefix + name
+            kind = _link_kind(base, rel, cwd) if is_link else own_kind
+            if kind is None:
+                continue
+            yield Entry(name, rel, kind, is_link, top.fd)
+            if own_kind == "dir" and (max_depth is None or top.depth < max_depth):
+                try:
+                    fd = open_subdirectory(top.fd, name)
+                except OSError:
+                    continue  # gone, unreadable, or swapped for a symlink since listed
+                stack.append(_Dir(fd, True, rel + "/", top.depth + 1))
+                stack[-1].entries = iter(_sorted_entries(fd, limit))
+    finally:
+        for directory in stack:
+            if directory.owned:
+                os.close(directory.fd)

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from toolprep.runtime.tools.base import ToolContext, ToolError
 from toolprep.runtime.tools.budget import WorkBudget
 from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.globs import glob_regex
 from toolprep.runtime.tools.grep import BLOCK_BYTES, LinePattern, matching_lines
 from toolprep.runtime.tools.listing import GlobTool
 from toolprep.runtime.tools.patterns import MAX_PATTERN_CHARS
 from toolprep.runtime.tools.search import SearchTool
-from toolprep.runtime.tools.walk import glob_regex
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,9 +10,9 @@ import pytest
 
 from toolprep.runtime.tools.base import ToolContext, ToolError
 from toolprep.runtime.tools.config import ToolConfig
+from toolprep.runtime.tools.globs import glob_regex
 from toolprep.runtime.tools.listing import GlobTool, ListDirectoryTool
 from toolprep.runtime.tools.search import SearchTool
-from toolprep.runtime.tools.walk import glob_regex
 
 Validate = Any
 
@@ -39,9 +39,12 @@ def _content_text(out: Any) -> str:
 
 def test_list_directory(tree: Path, ctx: ToolContext, acp_validate: Validate) -> None:
     tool = ListDirectoryTool()
+    (tree / "alias").symlink_to("src", target_is_directory=True)
     out = tool.run({}, ctx)
     lines = out.llm_output.splitlines()[1:]
-    assert lines[:3] == [".git/", "escape/ -> " + str(tree.parent / "outside"), "src/"]
+    # A link into cwd reads as the directory it leads to; one leading out is named, not followed.
+    assert lines[:3] == [".git/", "alias/ -> src", "src/"]
+    assert f"escape -> {tree.parent / 'outside'} (outside the working directory)" in lines
     assert "README.md (8 bytes)" in lines
     for item in out.content:
         acp_validate("ToolCallContent", item)
