@@ -9,6 +9,7 @@ has no ``renameat2``, three plain renames do the same with a brief gap.
     python dir_flipper.py FIRST SECOND COUNTER_FILE
 
 ``COUNTER_FILE`` holds 8 bytes: the number of swaps made so far, little-endian.
+Tests start it with ``flipping``, which also reads the counter.
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ import mmap
 import os
 import signal
 import struct
+import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 
 COUNTER = struct.Struct("<Q")
@@ -65,6 +71,51 @@ def main(argv: list[str]) -> None:
             swap()
             count += 1
             COUNTER.pack_into(shared, 0, count)
+
+
+_DEADLINE = 60.0
+
+
+@dataclass
+class Flipper:
+    """The running flipper process and its shared swap counter."""
+
+    shared: mmap.mmap
+
+    def flips(self) -> int:
+        count: int = COUNTER.unpack_from(self.shared, 0)[0]
+        return count
+
+    def wait_past(self, seen: int) -> int:
+        """Wait (polling, generous deadline) until more than ``seen`` swaps were made."""
+        deadline = time.monotonic() + _DEADLINE
+        while (now := self.flips()) <= seen:
+            assert time.monotonic() < deadline, f"the flipper stalled at {now} swaps"
+            time.sleep(0.0001)
+        return now
+
+
+@contextmanager
+def flipping(first: Path, second: Path, counter: Path) -> Iterator[Flipper]:
+    """Run the flipper on ``first`` and ``second`` for the block; ``counter`` is a scratch file.
+
+    On leaving, the flipper is stopped and must have exited cleanly (a failed
+    swap fails the test).
+    """
+    counter.write_bytes(bytes(COUNTER.size))
+    command = [sys.executable, __file__, str(first), str(second), str(counter)]
+    with (
+        open(counter, "r+b") as file,
+        mmap.mmap(file.fileno(), COUNTER.size) as shared,
+        subprocess.Popen(command, stderr=subprocess.PIPE) as proc,
+    ):
+        flipper = Flipper(shared)
+        try:
+            yield flipper
+        finally:
+            proc.terminate()
+            _, err = proc.communicate(timeout=_DEADLINE)
+        assert proc.returncode == 0, err.decode(errors="replace")
 
 
 if __name__ == "__main__":

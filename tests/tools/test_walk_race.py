@@ -12,19 +12,13 @@ walks or opens it by name leaks in a few hundred calls.
 
 from __future__ import annotations
 
-import mmap
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.tools.dir_flipper import COUNTER
+from tests.tools.dir_flipper import flipping
 from toolprep.runtime.tools.base import ToolContext, ToolError
 from toolprep.runtime.tools.builtin import BuiltinTool
 from toolprep.runtime.tools.files import ReadFileTool
@@ -34,45 +28,6 @@ from toolprep.runtime.tools.search import SearchTool
 CALLS = 1000
 OUTSIDE_NAME = "zqoutname7f3"
 OUTSIDE_BYTES = "zqoutbytes91c"
-_FLIPPER = Path(__file__).with_name("dir_flipper.py")
-_DEADLINE = 60.0
-
-
-@dataclass
-class Flipper:
-    """The running flipper process and its shared swap counter."""
-
-    shared: mmap.mmap
-
-    def flips(self) -> int:
-        count: int = COUNTER.unpack_from(self.shared, 0)[0]
-        return count
-
-    def wait_past(self, seen: int) -> int:
-        """Wait (polling, generous deadline) until more than ``seen`` swaps were made."""
-        deadline = time.monotonic() + _DEADLINE
-        while (now := self.flips()) <= seen:
-            assert time.monotonic() < deadline, f"the flipper stalled at {now} swaps"
-            time.sleep(0.0001)
-        return now
-
-
-@contextmanager
-def flipping(first: Path, second: Path, counter: Path) -> Iterator[Flipper]:
-    counter.write_bytes(bytes(COUNTER.size))
-    command = [sys.executable, str(_FLIPPER), str(first), str(second), str(counter)]
-    with (
-        open(counter, "r+b") as file,
-        mmap.mmap(file.fileno(), COUNTER.size) as shared,
-        subprocess.Popen(command, stderr=subprocess.PIPE) as proc,
-    ):
-        flipper = Flipper(shared)
-        try:
-            yield flipper
-        finally:
-            proc.terminate()
-            _, err = proc.communicate(timeout=_DEADLINE)
-        assert proc.returncode == 0, err.decode(errors="replace")
 
 
 @pytest.fixture
