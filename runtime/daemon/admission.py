@@ -10,8 +10,9 @@ any page open a WebSocket to ``127.0.0.1``. Three checks keep pages out:
   files, redirects) is shared by every such page and is never allowed.
 - ``Host``: on a loopback address, a page whose name was rebound to
   ``127.0.0.1`` (DNS rebinding) still sends its own name; only loopback
-  names and the bound address are accepted. The port is not compared, so
-  a forwarded port (``ssh -L``) keeps working.
+  names are accepted (``localhost``, ``127.x.y.z``, ``[::1]``; the bound
+  address is one of them). The port is not compared, so a forwarded port
+  (``ssh -L``) keeps working.
 - ``Authorization: Bearer <token>``: always required, compared in constant
   time.
 
@@ -114,7 +115,9 @@ class Admission:
     """The checks for one daemon: its token, its allowed origins, the names its Host may carry.
 
     ``bound_host`` is the ``--host`` the daemon listens on; when it is a
-    loopback address, ``Host`` is checked too.
+    loopback address, ``Host`` is checked too. On any other address the
+    daemon answers to names this process cannot know, and the token and the
+    ``Origin`` check are what keep strangers and pages out.
     """
 
     def __init__(self, token: str, allowed_origins: frozenset[str], bound_host: str) -> None:
@@ -123,7 +126,6 @@ class Admission:
         self._expected = token.encode("ascii")
         self._origins = allowed_origins
         self._check_host = is_loopback(bound_host)
-        self._bound_host = bound_host.lower()
 
     def check(self, headers: Headers) -> Refusal | None:
         """None if the upgrade may go on, else why not."""
@@ -136,7 +138,7 @@ class Admission:
         if len(values) != 1:
             return Refusal(http.HTTPStatus.BAD_REQUEST, "exactly one Host header is required")
         name = _host_name(values[0].strip()) if values[0].isascii() else None
-        if name is None or not (is_loopback(name) or name == self._bound_host):
+        if name is None or not is_loopback(name):
             return Refusal(
                 http.HTTPStatus.MISDIRECTED_REQUEST,
                 "this daemon serves only loopback names (localhost, 127.0.0.1, [::1])",

@@ -15,12 +15,11 @@ Security model (``admission``): every upgrade needs ``Authorization: Bearer
 <token>``; one carrying an ``Origin`` (a browser's) is refused unless that
 origin was allowed, and on a loopback address a ``Host`` that is not a
 loopback name (DNS rebinding) is refused; all before the WebSocket is
-opened. A client that sends a
-message over the limit is disconnected with close code 1009; one that stops
-reading is disconnected once its queue is full; neither touches the
-sessions, which other clients (or the same one, reconnected) go on using.
-A client gone right after the handshake costs its handler nothing but a
-log line.
+opened. A client that sends a message over the limit is disconnected with
+close code 1009; one that stops reading is disconnected once its queue is
+full; neither touches the sessions, which other clients (or the same one,
+reconnected) go on using. A client gone right after the handshake costs
+nothing: its handler finds the connection closed and undoes what it built.
 """
 
 from __future__ import annotations
