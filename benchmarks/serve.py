@@ -48,6 +48,7 @@ import argparse
 import itertools
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -104,6 +105,7 @@ class Daemon:
 
     process: subprocess.Popen[bytes]
     url: str
+    token: str
     stderr_path: Path
 
     def processes(self) -> list[int]:
@@ -162,7 +164,13 @@ def serve_daemon(
     ever left undrained, however much it logs.
     """
     stderr_path = scratch / f"serve-{uuid.uuid4().hex[:8]}.stderr"
-    env = {**os.environ, h.API_KEY_VARIABLES[provider]: "bench"}
+    token = secrets.token_urlsafe(32)
+    env = {
+        **os.environ,
+        h.API_KEY_VARIABLES[provider]: "bench",
+        "TOOLPREP_TOKEN": token,
+        "XDG_DATA_HOME": str(scratch / "data-home"),  # its daemon file, with --no-persist
+    }
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
             daemon_command(provider, base_url, workers, data_dir),
@@ -187,7 +195,7 @@ def serve_daemon(
                 raise RuntimeError(f"toolprep serve did not listen: {_tail(stderr_path)}")
             else:
                 time.sleep(0.05)
-        yield Daemon(process, url, stderr_path)
+        yield Daemon(process, url, token, stderr_path)
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
@@ -217,9 +225,16 @@ class WsLoadClient:
     that cannot come.
     """
 
-    def __init__(self, url: str, on_update: h.UpdateHandler, name: str = "bench-ws") -> None:
+    def __init__(
+        self, url: str, token: str, on_update: h.UpdateHandler, name: str = "bench-ws"
+    ) -> None:
         self.socket: ClientConnection = connect(
-            url, compression=None, legacy=True, max_size=None, open_timeout=CALL_TIMEOUT_S
+            url,
+            additional_headers={"Authorization": f"Bearer {token}"},
+            compression=None,
+            legacy=True,
+            max_size=None,
+            open_timeout=CALL_TIMEOUT_S,
         )
         self._on_update = on_update
         self._ids = itertools.count(1)
@@ -396,7 +411,8 @@ def run_serve(
 
         stack.callback(close_clients)  # before the daemon is stopped
         for i, meter in enumerate(meters):
-            clients.append(WsLoadClient(daemon.url, _meter_frames(meter, loop), f"bench-ws-{i}"))
+            frames = _meter_frames(meter, loop)
+            clients.append(WsLoadClient(daemon.url, daemon.token, frames, f"bench-ws-{i}"))
         for client in clients:
             client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         threads_connected = daemon.threads()
@@ -613,7 +629,7 @@ def load_over_fresh_connection(daemon: Daemon, session_id: str, cwd: str) -> dic
         replied.set()
 
     started = time.perf_counter_ns()
-    client = WsLoadClient(daemon.url, on_update, "bench-load")
+    client = WsLoadClient(daemon.url, daemon.token, on_update, "bench-load")
     try:
         connected = time.perf_counter_ns()
         client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 from toolprep.runtime.assembly import configure_logging
@@ -158,10 +159,22 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)"
     )
     serve.add_argument(
-        "--token",
+        "--token-file",
         default=None,
-        help="require 'Authorization: Bearer TOKEN' (default: $TOOLPREP_TOKEN; required "
-        "for a non-loopback --host)",
+        metavar="PATH",
+        help="require 'Authorization: Bearer TOKEN', TOKEN being the first line of PATH "
+        "(default: $TOOLPREP_TOKEN, else a random token; one of the two is required for a "
+        "non-loopback --host). The address and token are written to serve.json in the "
+        "data directory, readable by this user only",
+    )
+    serve.add_argument("--token", default=None, help=argparse.SUPPRESS)  # refused: see serve_token
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let web pages of ORIGIN (scheme://host[:port]) connect; repeatable. By "
+        "default a WebSocket upgrade carrying an Origin header (any browser's) is refused",
     )
     serve.add_argument(
         "--max-sessions",
@@ -344,12 +357,27 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
+    from toolprep.runtime.daemon.admission import parse_allowed_origin
+    from toolprep.runtime.daemon.discovery import (
+        DaemonAddress,
+        remove_daemon_file,
+        write_daemon_file,
+    )
+    from toolprep.runtime.daemon.serve_token import (
+        TOKEN_ON_COMMAND_LINE,
+        check_token_for_host,
+        serve_token,
+    )
     from toolprep.runtime.daemon.server import AcpServer
     from toolprep.runtime.daemon.session_pool import SessionPool
 
     configure_logging(args.log_level)
-    token = args.token or os.environ.get("TOOLPREP_TOKEN") or None
     try:
+        if args.token is not None:
+            raise ValueError(f"--token: {TOKEN_ON_COMMAND_LINE}")
+        token = serve_token(args.token_file, os.environ)
+        check_token_for_host(token, args.host)
+        origins = frozenset(parse_allowed_origin(origin) for origin in args.allow_origin)
         if args.max_sessions is not None and args.max_sessions < 1:
             raise ValueError(f"--max-sessions must be >= 1, got {args.max_sessions}")
         hosted = _build_host(args, stop)
@@ -367,25 +395,48 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
             pool,
             host=args.host,
             port=args.port,
-            token=token,
+            token=token.value,
+            allowed_origins=origins,
             max_message_bytes=args.max_line_bytes,
         )
     except (ValueError, OSError) as exc:
         pool.shutdown()
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
+    data_dir, pid = _daemon_data_dir(args), os.getpid()
+    try:
+        address_file = write_daemon_file(data_dir, DaemonAddress(server.url, token.value, pid))
+    except OSError as exc:
+        server.shutdown()
+        pool.shutdown()
+        print(f"toolprep: cannot write the daemon file in {data_dir}: {exc}", file=sys.stderr)
+        return 2
     listener = threading.Thread(target=server.serve_forever, name="toolprep-listener", daemon=True)
     listener.start()
-    print(f"toolprep: serving ACP on {server.url}", file=sys.stderr, flush=True)
+    print(
+        f"toolprep: serving ACP on {server.url} (address and token in {address_file})",
+        file=sys.stderr,
+        flush=True,
+    )
     tune_process_for_daemon()
     while not stop.requested:
         time.sleep(_STOP_POLL_S)
     logging.getLogger(__name__).info("stop requested: ending the running turns")
     pool.shutdown()
     server.shutdown()
+    remove_daemon_file(data_dir, pid)
     if hosted.store is not None:
         hosted.store.close()
     return 0
+
+
+def _daemon_data_dir(args: argparse.Namespace) -> Path:
+    """Where the daemon file goes: ``--data-dir``, else the default one (even with
+    ``--no-persist``: clients look for the file there)."""
+    from toolprep.runtime.assembly import default_data_dir
+
+    chosen = Path(args.data_dir) if args.data_dir is not None else default_data_dir()
+    return chosen.expanduser().resolve()
 
 
 def _exit_within(code: int, budget_s: float) -> int:

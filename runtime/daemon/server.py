@@ -11,19 +11,21 @@ handshake, framing, pings and limits, and the ACP SDK's ASGI transport
 creates an agent per connection, which is exactly what sessions owned by the
 daemon must not depend on.
 
-Security model: loopback by default; with a token (required for any other
-address) a client must send ``Authorization: Bearer <token>``, and anything
-else gets ``401`` before the WebSocket is opened. A client that sends a
-message over the limit is disconnected with close code 1009; one that stops
-reading is disconnected once its queue is full; neither touches the
-sessions, which other clients (or the same one, reconnected) go on using.
+Security model (``admission``): every upgrade needs ``Authorization: Bearer
+<token>``; one carrying an ``Origin`` (a browser's) is refused unless that
+origin was allowed, and on a loopback address a ``Host`` that is not a
+loopback name (DNS rebinding) is refused; all before the WebSocket is
+opened. A client that sends a message over the limit is disconnected with
+close code 1009; one that stops reading is disconnected once its queue is
+full; neither touches the sessions, which other clients (or the same one,
+reconnected) go on using. A client gone right after the handshake costs
+nothing: its handler finds the connection closed and undoes what it built.
 """
 
 from __future__ import annotations
 
-import hmac
+import contextlib
 import http
-import ipaddress
 import itertools
 import logging
 import threading
@@ -35,22 +37,14 @@ from websockets.sync.server import Server, ServerConnection, serve
 from toolprep.runtime.acp.agent import AcpAgent
 from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
 from toolprep.runtime.acp.websocket_transport import WebSocketTransport
+from toolprep.runtime.daemon.admission import Admission
 from toolprep.runtime.daemon.session_pool import SessionPool
 
-__all__ = ["ACP_PATH", "AcpServer", "is_loopback"]
+__all__ = ["ACP_PATH", "AcpServer"]
 
 logger = logging.getLogger(__name__)
 
 ACP_PATH: Final = "/acp"
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class AcpServer:
@@ -62,16 +56,12 @@ class AcpServer:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        token: str | None = None,
+        token: str,
+        allowed_origins: frozenset[str] = frozenset(),
         max_message_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
-        if token is None and not is_loopback(host):
-            raise ValueError(
-                f"refusing to serve on {host} without a token: a non-loopback address "
-                "needs --token or TOOLPREP_TOKEN"
-            )
         self.pool = pool
-        self._token = token
+        self._admission = Admission(token, allowed_origins, host)
         self._max_message_bytes = max_message_bytes
         self._ids = itertools.count(1)
         self._connections = 0
@@ -88,6 +78,8 @@ class AcpServer:
     @property
     def url(self) -> str:
         host, port = self._server.socket.getsockname()[:2]
+        if ":" in host:
+            host = f"[{host}]"
         return f"ws://{host}:{port}{ACP_PATH}"
 
     @property
@@ -105,28 +97,32 @@ class AcpServer:
     def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path.split("?", 1)[0] != ACP_PATH:
             return connection.respond(http.HTTPStatus.NOT_FOUND, f"ACP is served on {ACP_PATH}\n")
-        if self._token is None:
+        refusal = self._admission.check(request.headers)
+        if refusal is None:
             return None
-        expected = f"Bearer {self._token}".encode()
-        given = request.headers.get("Authorization", "").encode()
-        if not hmac.compare_digest(given, expected):
-            return connection.respond(http.HTTPStatus.UNAUTHORIZED, "missing or wrong token\n")
-        return None
+        logger.info("refused a WebSocket upgrade (%d): %s", refusal.status, refusal.reason)
+        return connection.respond(refusal.status, refusal.reason + "\n")
 
     def _serve_connection(self, socket: ServerConnection) -> None:
         name = f"ws-{next(self._ids)}"
-        transport = WebSocketTransport(socket, self._max_message_bytes)
-        connection = JsonRpcConnection.over(transport, name=name)
-        client = self.pool.client()
-        AcpAgent(client, connection, archive=client)
-        with self._lock:
-            self._connections += 1
-        logger.info("%s: connected from %s", name, socket.remote_address)
         try:
-            connection.run()  # this thread reads: the library gave it to this connection
-        finally:
-            client.shutdown()  # detaches; the sessions go on
-            connection.close()
+            peer = socket.remote_address
+        except OSError:  # the client left right after the handshake; reading ends at once
+            peer = "a client already gone"
+        with contextlib.ExitStack() as cleanup:  # whatever was built is undone, in reverse
             with self._lock:
-                self._connections -= 1
-            logger.info("%s: disconnected", name)
+                self._connections += 1
+            cleanup.callback(self._disconnected, name)
+            transport = WebSocketTransport(socket, self._max_message_bytes)
+            connection = JsonRpcConnection.over(transport, name=name)
+            cleanup.callback(connection.close)
+            client = self.pool.client()
+            cleanup.callback(client.shutdown)  # detaches; the sessions go on
+            AcpAgent(client, connection, archive=client)
+            logger.info("%s: connected from %s", name, peer)
+            connection.run()  # this thread reads: the library gave it to this connection
+
+    def _disconnected(self, name: str) -> None:
+        with self._lock:
+            self._connections -= 1
+        logger.info("%s: disconnected", name)

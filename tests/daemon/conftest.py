@@ -37,7 +37,9 @@ def start_daemon(
     started: list[DaemonProcess] = []
 
     def start(*options: str, env_extra: dict[str, str] | None = None) -> DaemonProcess:
-        env = daemon_environment(env_extra)
+        # The daemon file of a --no-persist daemon goes to the default data directory.
+        data_home = {"XDG_DATA_HOME": str(tmp_path / "data-home")}
+        env = daemon_environment({**data_home, **(env_extra or {})})
         command = serve_command(KIND, provider_base_url(KIND, provider), *options)
         log = tmp_path / f"daemon-{len(started)}.log"
         daemon = DaemonProcess(command, env, workdir, log)

@@ -264,9 +264,11 @@ def test_after_a_kill_the_interrupted_cards_load_as_discarded(
 
 
 def test_a_token_is_required_when_set_and_anything_else_gets_401(
-    start_daemon: StartDaemon, workdir: Path
+    start_daemon: StartDaemon, workdir: Path, tmp_path: Path
 ) -> None:
-    daemon = start_daemon("--no-persist", "--workers", "1", "--token", "s3cret")
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\nnot part of it\n")
+    daemon = start_daemon("--no-persist", "--workers", "1", "--token-file", str(token_file))
     for headers in (None, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
         with pytest.raises(InvalidStatus) as refused:
             connect(daemon.url, additional_headers=headers, legacy=True)
@@ -284,6 +286,7 @@ def test_a_token_is_required_when_set_and_anything_else_gets_401(
 
 def test_the_token_may_come_from_the_environment(start_daemon: StartDaemon, workdir: Path) -> None:
     daemon = start_daemon("--no-persist", "--workers", "1", env_extra={"TOOLPREP_TOKEN": "envtok"})
+    assert daemon.token == "envtok"
     with pytest.raises(InvalidStatus):
         connect(daemon.url, legacy=True)
     client = WsClient(daemon.url, "envtok")
@@ -297,7 +300,7 @@ def test_the_token_may_come_from_the_environment(start_daemon: StartDaemon, work
 def test_a_non_loopback_address_without_a_token_is_refused(
     start_daemon: StartDaemon,
 ) -> None:
-    with pytest.raises(AssertionError, match="needs --token"):
+    with pytest.raises(AssertionError, match="needs --token-file or TOOLPREP_TOKEN"):
         start_daemon("--no-persist", "--workers", "1", "--host", "0.0.0.0")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -15,7 +16,7 @@ from typing import IO
 
 from tests.support.ws_client import WsClient
 
-_LISTENING = re.compile(r"serving ACP on (ws://\S+)")
+_LISTENING = re.compile(r"serving ACP on (ws://\S+) \(address and token in (.+)\)$", re.MULTILINE)
 
 
 def serve_command(provider: str, base_url: str, *options: str) -> list[str]:
@@ -37,14 +38,16 @@ def serve_command(provider: str, base_url: str, *options: str) -> list[str]:
     ]
 
 
-def refused_start(cwd: Path, *options: str, timeout: float = 60.0) -> str:
+def refused_start(
+    cwd: Path, *options: str, timeout: float = 60.0, env_extra: Mapping[str, str] | None = None
+) -> str:
     """Run ``toolprep serve --no-persist OPTIONS``, which must refuse to start (exit
     status 2); what it said on stderr."""
     done = subprocess.run(
         [sys.executable, "-m", "toolprep.runtime.cli", "serve", "--no-persist", *options],
         capture_output=True,
         cwd=cwd,
-        env=daemon_environment(),
+        env=daemon_environment({"XDG_DATA_HOME": str(cwd / "data-home"), **(env_extra or {})}),
         timeout=timeout,
         text=True,
     )
@@ -62,6 +65,8 @@ def daemon_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]
 
 
 class DaemonProcess:
+    """A started daemon: ``url``, and the ``token`` and ``address_file`` it announced."""
+
     def __init__(
         self,
         command: Sequence[str],
@@ -82,17 +87,20 @@ class DaemonProcess:
             stderr=self._stderr,
         )
         try:
-            self.url = self._wait_listening(start_timeout)
+            self.url, self.address_file = self._wait_listening(start_timeout)
+            # Read at once: a daemon started later on the same data directory replaces it.
+            address = json.loads(self.address_file.read_text(encoding="utf-8"))
+            self.token: str = address["token"]
         except BaseException:
             self.kill()
             raise
 
-    def _wait_listening(self, timeout: float) -> str:
+    def _wait_listening(self, timeout: float) -> tuple[str, Path]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = _LISTENING.search(self.stderr())
             if found:
-                return found.group(1)
+                return found.group(1), Path(found.group(2))
             if self.process.poll() is not None:
                 raise AssertionError(
                     f"the daemon exited {self.process.returncode}: {self.stderr()}"
@@ -100,8 +108,9 @@ class DaemonProcess:
             time.sleep(0.05)
         raise AssertionError(f"the daemon did not listen within {timeout} s: {self.stderr()}")
 
-    def client(self, token: str | None = None) -> WsClient:
-        return WsClient(self.url, token)
+    def client(self) -> WsClient:
+        """A client that authenticates with the daemon's token."""
+        return WsClient(self.url, self.token)
 
     def stderr(self) -> str:
         if not self._stderr.closed:

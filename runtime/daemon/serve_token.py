@@ -1,0 +1,93 @@
+"""The daemon's bearer token: from ``--token-file``, from ``TOOLPREP_TOKEN``, or made up.
+
+A token on the command line would be readable by every process of the
+machine (``/proc/PID/cmdline``), including every command a tool runs, so
+``--token`` is refused and the token comes from a file or the environment.
+With neither, the daemon makes up one and publishes it in its daemon file
+(``discovery``), readable by its user only. An empty token is refused
+rather than read as "no authentication".
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal, assert_never
+
+from toolprep.runtime.daemon.admission import is_loopback
+
+__all__ = [
+    "TOKEN_ON_COMMAND_LINE",
+    "TOKEN_VARIABLE",
+    "ServeToken",
+    "TokenSource",
+    "check_token_for_host",
+    "serve_token",
+]
+
+TOKEN_VARIABLE: Final = "TOOLPREP_TOKEN"
+TOKEN_ON_COMMAND_LINE: Final = (
+    "a token on the command line is readable by every process of this machine: "
+    f"use --token-file or {TOKEN_VARIABLE}"
+)
+
+TokenSource = Literal["token-file", "environment", "generated"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServeToken:
+    value: str
+    source: TokenSource
+
+
+def _checked(token: str, where: str) -> str:
+    if not token:
+        raise ValueError(f"{where} is empty: an empty token would let anyone in")
+    if not all("!" <= c <= "~" for c in token):
+        raise ValueError(
+            f"{where} holds spaces or characters other than printable ASCII: "
+            "the token travels in an HTTP header"
+        )
+    return token
+
+
+def _from_file(token_file: str) -> str:
+    path = Path(token_file).expanduser()
+    where = f"the token file {path}"
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read {where}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise ValueError(f"{where} is not ASCII: the token travels in an HTTP header") from None
+    lines = text.splitlines()
+    return _checked(lines[0].strip() if lines else "", where)
+
+
+def serve_token(token_file: str | None, environ: Mapping[str, str]) -> ServeToken:
+    """The token the daemon requires: ``--token-file``'s first line, else ``TOOLPREP_TOKEN``,
+    else a new random one. ``ValueError`` for an empty or unreadable one."""
+    if token_file is not None:
+        return ServeToken(_from_file(token_file), "token-file")
+    if TOKEN_VARIABLE in environ:
+        return ServeToken(_checked(environ[TOKEN_VARIABLE].strip(), TOKEN_VARIABLE), "environment")
+    return ServeToken(secrets.token_urlsafe(32), "generated")
+
+
+def check_token_for_host(token: ServeToken, host: str) -> None:
+    """A non-loopback address needs a token its remote clients were given, not a made-up one."""
+    match token.source:
+        case "token-file" | "environment":
+            return
+        case "generated":
+            if not is_loopback(host):
+                raise ValueError(
+                    f"refusing to serve on {host} with a made-up token: a non-loopback "
+                    f"address needs --token-file or {TOKEN_VARIABLE}"
+                )
+        case _:
+            assert_never(token.source)
