@@ -3,6 +3,10 @@
 ``toolprep acp`` builds it in its own process with ``--workers 1``, and each
 worker process builds the very same one from the same options (passed as
 JSON), so a session behaves alike whichever process serves it.
+
+Importing this module is cheap: the CLI checks its options with it before
+anything heavy is loaded, so a bad option is refused at once. What a runtime
+is built from (actors, tools, the store) is imported by ``runtime_from_options``.
 """
 
 from __future__ import annotations
@@ -12,23 +16,13 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolprep.runtime.config import (
-    ProviderSettings,
-    build_routes,
-    resolve_settings,
-    scrubbed_variable_names,
-)
+from toolprep.runtime.config import ProviderSettings, resolve_settings, scrubbed_variable_names
 from toolprep.runtime.event_loops import check_event_loop
-from toolprep.runtime.host import Runtime, RuntimeConfig
-from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, McpConfig
-from toolprep.runtime.retry import RetryPolicy
-from toolprep.runtime.store import SessionStore
-from toolprep.runtime.tools.config import ToolConfig
-from toolprep.runtime.tools.environment import EnvironmentPolicy
-from toolprep.runtime.tools.registry import default_registry
-from toolprep.runtime.tools.shell import RunShellCommandTool
+
+if TYPE_CHECKING:
+    from toolprep.runtime.host import Runtime
 
 RUNTIME_OPTIONS = (
     "provider",
@@ -69,9 +63,13 @@ def check_options(options: Mapping[str, Any]) -> None:
     if timeout is not None and not timeout > 0:
         raise ValueError(f"--mcp-call-timeout must be > 0, got {timeout}")
     if settings.provider == "replay":
-        from toolprep.runtime.providers.replay import ReplayProvider
+        from toolprep.runtime.providers.replay_script import ReplayScript
 
-        ReplayProvider.from_script(settings.replay_file)  # the script must exist and parse
+        ReplayScript.load(settings.replay_file)  # the script must exist and parse
+    else:
+        from toolprep.runtime.providers.sdks import check_provider_key
+
+        check_provider_key(settings.provider, api_key=settings.api_key, base_url=settings.base_url)
 
 
 def default_data_dir() -> Path:
@@ -93,6 +91,16 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     several processes (the workers) share that file, each writing the
     sessions it serves.
     """
+    from toolprep.runtime.config import build_routes
+    from toolprep.runtime.host import Runtime, RuntimeConfig
+    from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, McpConfig
+    from toolprep.runtime.retry import RetryPolicy
+    from toolprep.runtime.store import SessionStore
+    from toolprep.runtime.tools.config import ToolConfig
+    from toolprep.runtime.tools.environment import EnvironmentPolicy
+    from toolprep.runtime.tools.registry import default_registry
+    from toolprep.runtime.tools.shell import RunShellCommandTool
+
     configure_logging(options["log_level"])
     settings = _settings(options)
     routes = build_routes(settings)
@@ -114,6 +122,23 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
         retry=retry, event_loop=check_event_loop(options.get("event_loop", "auto"))
     )
     return Runtime(routes, registry, config, store=store, mcp=mcp)
+
+
+def worker_runtime_from_options(options: Mapping[str, Any]) -> Runtime:
+    """``runtime_from_options`` for a worker process: ready once its provider is built.
+
+    The front waits for every worker to be ready before it serves anyway, so the
+    import costs no reply; and sessions spread over workers then all start
+    streaming alike, instead of one worker's first stream waiting on its import
+    while another worker's sessions are already at their second request.
+    """
+    from toolprep.runtime.providers.deferred import DeferredProvider
+
+    runtime = runtime_from_options(options)
+    for route in runtime.routes:
+        if isinstance(route.provider, DeferredProvider):
+            route.provider.resolve()  # the SDK client is built before any stream loop runs
+    return runtime
 
 
 def _settings(options: Mapping[str, Any]) -> ProviderSettings:

@@ -1,5 +1,11 @@
 """``toolprep`` command line: ``toolprep acp`` (the agent on stdio), ``toolprep serve`` (the
-daemon) and ``toolprep demo``."""
+daemon) and ``toolprep demo``.
+
+Only what parsing and checking the options needs is imported at the top: a bad
+option is refused at once, and everything heavy (the actors, the provider SDKs,
+the WebSocket server) loads after the checks. ``--help`` shows the plain texts
+below, not this docstring.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,10 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from toolprep.runtime.assembly import configure_logging
+from toolprep.runtime.assembly import RUNTIME_OPTIONS, check_options, configure_logging
+from toolprep.runtime.config import DEFAULT_MODELS
 from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
 from toolprep.runtime.event_loops import EVENT_LOOPS
 from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S
@@ -22,7 +29,27 @@ from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.session_host import SessionArchive, SessionHost, SessionHostError
 from toolprep.runtime.stop_signals import StopSignals
-from toolprep.runtime.store import SessionStore, StoreError
+
+if TYPE_CHECKING:
+    from toolprep.runtime.store import SessionStore
+
+_DESCRIPTION = (
+    "toolprep: a coding agent for editors that speak ACP (Agent Client Protocol). "
+    "Tool calls show up in the editor while the model is still writing their arguments."
+)
+_ACP_DESCRIPTION = (
+    "Run the agent on stdin/stdout, the way an editor launches it: JSON-RPC messages on "
+    "stdout, logs on stderr. It stops when stdin closes, or on SIGTERM/SIGINT."
+)
+_SERVE_DESCRIPTION = (
+    "Run a daemon serving ACP over WebSocket at ws://HOST:PORT/acp. Its sessions outlive "
+    "connections: a client that reconnects finds them again. On SIGTERM/SIGINT it cancels "
+    "the running turns, then exits."
+)
+_DEMO_DESCRIPTION = (
+    "Start the agent on the embedded replay provider and drive one scripted session "
+    "through it, printing what an editor would show."
+)
 
 
 def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
@@ -31,16 +58,24 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "--provider",
         choices=("anthropic", "openai", "replay"),
         default=None,
-        help="default: anthropic if ANTHROPIC_API_KEY is set, else openai if "
-        "OPENAI_API_KEY is set, else the embedded replay provider",
+        help="the model API to stream from (default: anthropic if ANTHROPIC_API_KEY is set, "
+        "else openai if OPENAI_API_KEY is set, else the embedded replay provider, which "
+        "needs no key and no network)",
     )
-    acp.add_argument("--model", default=None, help="model name (default depends on provider)")
+    acp.add_argument(
+        "--model",
+        default=None,
+        help="model name (default: "
+        + ", ".join(f"{model} for {name}" for name, model in DEFAULT_MODELS.items())
+        + ")",
+    )
     acp.add_argument(
         "--fallback-model",
         action="append",
         default=[],
         metavar="M",
-        help="model to fall back to when the previous one keeps failing (repeatable)",
+        help="model to fall back to when the previous one keeps failing (repeatable; "
+        "default: none)",
     )
     acp.add_argument(
         "--context-window",
@@ -53,7 +88,9 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
     acp.add_argument(
         "--base-url",
         default=None,
-        help="provider base URL (any OpenAI-compatible server with --provider openai)",
+        metavar="URL",
+        help="provider base URL, e.g. any OpenAI-compatible server with --provider openai "
+        "(default: the provider's own API)",
     )
     acp.add_argument(
         "--max-retries",
@@ -88,13 +125,15 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "--max-line-bytes",
         "--max-message-bytes",
         type=int,
+        metavar="N",
         default=8 * 1024 * 1024,
         help="largest accepted JSON-RPC message (default 8 MiB)",
     )
     acp.add_argument(
         "--allow-shell",
         action="store_true",
-        help="run shell commands without asking for permission",
+        help="run shell commands without asking for permission (default: ask the editor "
+        "before each one)",
     )
     acp.add_argument(
         "--scrub-env",
@@ -102,7 +141,8 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="keep variable NAME out of tool subprocesses (repeatable; also "
-        "TOOLPREP_SCRUB_ENV=A,B); provider keys and *_API_KEY are always kept out",
+        "TOOLPREP_SCRUB_ENV=A,B); provider keys and *_API_KEY are always kept out "
+        "(default: only those)",
     )
     acp.add_argument(
         "--mcp-call-timeout",
@@ -119,7 +159,12 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="loop for the provider streams: uvloop (pip install 'toolprep[uvloop]') lowers "
         "tool-card latency under load; auto uses it when installed (default auto)",
     )
-    acp.add_argument("--log-level", default="WARNING", help="stderr log level (default WARNING)")
+    acp.add_argument(
+        "--log-level",
+        default="WARNING",
+        metavar="LEVEL",
+        help="stderr log level: DEBUG, INFO, WARNING, ERROR (default WARNING)",
+    )
     persistence = acp.add_mutually_exclusive_group()
     persistence.add_argument(
         "--data-dir",
@@ -132,7 +177,8 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
     persistence.add_argument(
         "--no-persist",
         action="store_true",
-        help="keep sessions in memory only: nothing is written, nothing can be loaded later",
+        help="keep sessions in memory only: nothing is written, nothing can be loaded later "
+        "(default: keep them in --data-dir)",
     )
     acp.add_argument(
         "--workers",
@@ -145,16 +191,24 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
 
 
 def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    acp = sub.add_parser("acp", help="run the ACP agent on stdio (what an editor launches)")
+    acp = sub.add_parser(
+        "acp",
+        help="run the ACP agent on stdio (what an editor launches)",
+        description=_ACP_DESCRIPTION,
+    )
     _runtime_arguments(acp)
 
 
 def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser(
-        "serve", help="run a daemon serving ACP over WebSocket; its sessions outlive connections"
+        "serve",
+        help="run a daemon serving ACP over WebSocket; its sessions outlive connections",
+        description=_SERVE_DESCRIPTION,
     )
     _runtime_arguments(serve)
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback)"
+    )
     serve.add_argument(
         "--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)"
     )
@@ -196,7 +250,8 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=None,
         metavar="ADDRESS",
         help="run the sessions on shard actors of the Ray cluster at ADDRESS (auto, "
-        "HOST:PORT); needs the ray extra: pip install 'toolprep[ray]'",
+        "HOST:PORT); needs the ray extra: pip install 'toolprep[ray]' (default: no Ray, "
+        "sessions run on this machine)",
     )
     serve.add_argument(
         "--shards",
@@ -216,13 +271,26 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    demo = sub.add_parser("demo", help="drive one scripted session through the agent and show it")
-    demo.add_argument("--json", action="store_true", help="print the raw frames instead")
-    demo.add_argument("--replay", default=None, metavar="FILE", help="replay script to use")
+    demo = sub.add_parser(
+        "demo",
+        help="drive one scripted session through the agent and show it",
+        description=_DEMO_DESCRIPTION,
+    )
+    demo.add_argument(
+        "--json",
+        action="store_true",
+        help="print the raw frames instead (default: a readable transcript)",
+    )
+    demo.add_argument(
+        "--replay",
+        default=None,
+        metavar="FILE",
+        help="replay script to use (default: the embedded script)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="toolprep", description=__doc__)
+    parser = argparse.ArgumentParser(prog="toolprep", description=_DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     _acp_parser(sub)
     _serve_parser(sub)
@@ -232,7 +300,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 _EXIT_BUDGET_S = 5.0
 _STOP_POLL_S = 0.1
-_START_ERRORS = (ValueError, OSError, SessionHostError, StoreError)
+
+
+def _start_errors() -> tuple[type[Exception], ...]:
+    """What building the host raises for options or files it cannot start from."""
+    from toolprep.runtime.store import StoreError
+
+    return (ValueError, OSError, SessionHostError, StoreError)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Raise ``ValueError`` or ``OSError`` for ``acp``/``serve`` options nothing could start
+    from, before anything heavy is imported or started, so a refusal comes at once."""
+    for name, least in (("workers", 1), ("shards", 1), ("max_sessions", 1)):
+        value = getattr(args, name, None)
+        if value is not None and value < least:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {least}, got {value}")
+    if args.max_line_bytes < 1:
+        raise ValueError(f"--max-line-bytes must be >= 1, got {args.max_line_bytes}")
+    port = getattr(args, "port", None)
+    if port is not None and not 0 <= port <= 65535:
+        raise ValueError(f"--port must be between 0 and 65535, got {port}")
+    grace = getattr(args, "disconnect_grace", None)
+    if grace is not None and not grace >= 0:  # also rejects NaN
+        raise ValueError(f"--disconnect-grace must be >= 0 seconds, got {grace}")
+    check_options({name: getattr(args, name) for name in RUNTIME_OPTIONS})
 
 
 def run_acp(args: argparse.Namespace) -> int:
@@ -294,7 +386,7 @@ def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
         runtime = runtime_from_options(options)
         stop.on_force = runtime.kill_tool_processes_now
         return _Hosted(runtime, runtime if runtime.store is not None else None, runtime.store)
-    spec = WorkerSpec("toolprep.runtime.assembly:runtime_from_options", options)
+    spec = WorkerSpec("toolprep.runtime.assembly:worker_runtime_from_options", options)
     worker_host = WorkerHost(spec, workers, store=front_store)
     stop.on_force = worker_host.kill_tool_processes_now
     return _Hosted(worker_host, worker_host if front_store is not None else None, front_store)
@@ -321,16 +413,21 @@ def _ray_hosted(
 
 
 def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
+    configure_logging(args.log_level)
+    try:
+        check_arguments(args)
+    except (ValueError, OSError) as exc:
+        print(f"toolprep: {exc}", file=sys.stderr)
+        return 2
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
 
-    configure_logging(args.log_level)
     # stdout carries only protocol messages: anything printed by accident goes to stderr.
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr
     try:
         hosted = _build_host(args, stop)
-    except _START_ERRORS as exc:
+    except _start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
     # Unbuffered: the reader thread may still be blocked reading when the process exits,
@@ -368,8 +465,6 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
         check_token_for_host,
         serve_token,
     )
-    from toolprep.runtime.daemon.server import AcpServer
-    from toolprep.runtime.daemon.session_pool import SessionPool
 
     configure_logging(args.log_level)
     try:
@@ -378,12 +473,14 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
         token = serve_token(args.token_file, os.environ)
         check_token_for_host(token, args.host)
         origins = frozenset(parse_allowed_origin(origin) for origin in args.allow_origin)
-        if args.max_sessions is not None and args.max_sessions < 1:
-            raise ValueError(f"--max-sessions must be >= 1, got {args.max_sessions}")
+        check_arguments(args)
         hosted = _build_host(args, stop)
-    except _START_ERRORS as exc:
+    except _start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
+    from toolprep.runtime.daemon.server import AcpServer
+    from toolprep.runtime.daemon.session_pool import SessionPool
+
     pool = SessionPool(
         hosted.host,
         hosted.archive,

@@ -10,17 +10,20 @@ knows exactly which secret its tools must never see.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from toolprep.actors.stream_reader import ModelRoute
-from toolprep.runtime.providers.base import Provider
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.tools.environment import parse_variable_names
+
+if TYPE_CHECKING:
+    from toolprep.actors.stream_reader import ModelRoute
+    from toolprep.runtime.providers.base import Provider
 
 ProviderName = Literal["anthropic", "openai", "replay"]
 
@@ -126,24 +129,38 @@ def scrubbed_variable_names(
 
 
 def build_routes(settings: ProviderSettings) -> list[ModelRoute]:
-    """One route per model in the fallback chain, all on the chosen provider."""
+    """One route per model in the fallback chain, all on the chosen provider.
+
+    The replay provider imports no SDK; an SDK provider is a ``DeferredProvider``,
+    whose SDK loads on a background thread from here on, so nothing before the
+    first model request waits for it. Settings it could not be built from are
+    refused here all the same.
+    """
+    from toolprep.actors.stream_reader import ModelRoute
+
     provider: Provider
     if settings.provider == "replay":
         from toolprep.runtime.providers.replay import ReplayProvider
 
         provider = ReplayProvider.from_script(settings.replay_file)
     else:
+        from toolprep.runtime.providers.deferred import DeferredProvider
         from toolprep.runtime.providers.factory import build_provider
+        from toolprep.runtime.providers.sdks import SDK_MODULES, check_provider_key
 
+        name = settings.provider
+        check_provider_key(name, api_key=settings.api_key, base_url=settings.base_url)
         # The SDKs' own retries stay off: they wait out a retry-after silently (Anthropic's
         # for any length, OpenAI's up to two minutes). Every retry goes through the
         # supervisor's policy instead, which caps the wait and tells the user about it.
-        provider = build_provider(
-            settings.provider,
+        build = functools.partial(
+            build_provider,
+            name,
             base_url=settings.base_url,
             api_key=settings.api_key,
             max_retries=0,
             max_event_bytes=settings.max_sse_event_bytes,
         )
+        provider = DeferredProvider(name, SDK_MODULES[name], build)
     models = (settings.model, *settings.fallback_models)
     return [ModelRoute(provider, model, settings.context_window) for model in models]

@@ -33,9 +33,8 @@ stream adapter turns into no call at all (see ``AnthropicStreamAdapter``).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx2
 
 from toolprep.messages.content import (
@@ -56,6 +55,9 @@ from toolprep.runtime.providers.request_body import encode_request_body
 from toolprep.runtime.providers.sdk_post import StreamingPost
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
+
+if TYPE_CHECKING:
+    import anthropic
 
 __all__ = ["MESSAGES_PATH", "AnthropicProvider", "build_messages_params"]
 
@@ -195,11 +197,21 @@ class AnthropicProvider:
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         eager_input_streaming: bool = True,
     ) -> None:
+        # Here, not at the top: whoever holds a client has imported the SDK already, and
+        # the modules importing this one (the replay provider's) must not pay for it.
+        import anthropic
+
         self.client = client
         self.name = name
         self.max_event_bytes = max_event_bytes
         self.eager_input_streaming = eager_input_streaming
         self._post = StreamingPost(client, MESSAGES_PATH, {"timeout": anthropic.NOT_GIVEN})
+        self._status_error = anthropic.APIStatusError
+        self._transport_errors = (
+            anthropic.APIConnectionError,
+            httpx2.TransportError,
+            httpx2.DecodingError,
+        )
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -219,7 +231,7 @@ class AnthropicProvider:
                 await response.aclose()
         except StreamError:
             raise
-        except anthropic.APIStatusError as exc:
+        except self._status_error as exc:
             raise sdk_status_error(exc) from exc
-        except (anthropic.APIConnectionError, httpx2.TransportError, httpx2.DecodingError) as exc:
-            raise transport_error(exc) from exc
+        except self._transport_errors as exc:
+            raise transport_error(exc, self.client.base_url) from exc

@@ -14,6 +14,7 @@ messages. Kinds used by the provider layer:
 - ``not_event_stream``  a success status whose body is not SSE at all, such
   as an HTML page from a proxy or plain JSON from a server that ignored
   ``stream`` (final: a new attempt gets the same page);
+- ``setup``      the provider could not be built (its SDK failed to import);
 - provider-reported errors by cause: ``overloaded``, ``rate_limit``,
   ``server``, ``timeout``, ``invalid_request``, ``auth``, ``permission``,
   ``not_found``, ``request_too_large``, ``billing``, ``http`` (any other

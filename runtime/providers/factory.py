@@ -13,6 +13,10 @@ per request and per close) costs about as much CPU per provider event as
 everything else in the runtime together. The aiohttp session opens lazily
 on the loop of the first stream and belongs to it; ``Provider.aclose`` must
 run on that same loop.
+
+Each SDK is imported here, when its provider is built, and by no module at
+import time: an ``import anthropic`` alone costs over a second of CPU, which
+the replay provider, and every reply before the first stream, must not wait for.
 """
 
 from __future__ import annotations
@@ -20,13 +24,12 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-import anthropic
 import httpx2
-import openai
 
 from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
 from toolprep.runtime.providers.base import Provider
 from toolprep.runtime.providers.openai_provider import OpenAIProvider
+from toolprep.runtime.providers.sdks import check_provider_key
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 
 __all__ = ["DEFAULT_TIMEOUT", "build_provider"]
@@ -51,10 +54,13 @@ def build_provider(
     server given by ``base_url`` may need no key at all, so one is only
     required for the default OpenAI endpoint. ``max_event_bytes`` caps one
     SSE event of a response (see ``SseDecoder``). ``http_client`` replaces the
-    SDK's aiohttp client (tests and the replay provider pass an httpx client
-    with a transport of their own); ``timeout`` applies either way, per request.
+    SDK's aiohttp client (tests pass an httpx client with a transport of
+    their own); ``timeout`` applies either way, per request.
     """
+    check_provider_key(name, api_key=api_key, base_url=base_url)
     if name == "anthropic":
+        import anthropic
+
         anthropic_client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,
@@ -64,14 +70,9 @@ def build_provider(
         )
         return AnthropicProvider(anthropic_client, max_event_bytes=max_event_bytes)
     if name == "openai":
-        key = api_key or os.environ.get("OPENAI_API_KEY")
-        if not key:
-            if base_url is None:
-                raise ValueError(
-                    "the openai provider needs OPENAI_API_KEY (or --base-url for a "
-                    "compatible server that takes no key)"
-                )
-            key = "unused"
+        import openai
+
+        key = api_key or os.environ.get("OPENAI_API_KEY") or "unused"
         openai_client = openai.AsyncOpenAI(
             api_key=key,
             base_url=base_url,

@@ -23,10 +23,9 @@ headers, base URL, its retries and typed status errors.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx2
-import openai
 import orjson
 
 from toolprep.messages.content import (
@@ -44,6 +43,9 @@ from toolprep.runtime.providers.request_body import encode_request_body
 from toolprep.runtime.providers.sdk_post import StreamingPost
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
+
+if TYPE_CHECKING:
+    import openai
 
 __all__ = ["CHAT_COMPLETIONS_PATH", "MaxTokensField", "OpenAIProvider", "build_chat_params"]
 
@@ -162,6 +164,10 @@ class OpenAIProvider:
         max_tokens_field: MaxTokensField | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
+        # Here, not at the top: whoever holds a client has imported the SDK already, and
+        # the modules importing this one (the replay provider's) must not pay for it.
+        import openai
+
         self.client = client
         self.name = name
         self.max_event_bytes = max_event_bytes
@@ -173,6 +179,12 @@ class OpenAIProvider:
             client,
             CHAT_COMPLETIONS_PATH,
             {"timeout": openai.NOT_GIVEN, "security": {"bearer_auth": True}},
+        )
+        self._status_error = openai.APIStatusError
+        self._transport_errors = (
+            openai.APIConnectionError,
+            httpx2.TransportError,
+            httpx2.DecodingError,
         )
 
     async def aclose(self) -> None:
@@ -193,7 +205,7 @@ class OpenAIProvider:
                 await response.aclose()
         except StreamError:
             raise
-        except openai.APIStatusError as exc:
+        except self._status_error as exc:
             raise sdk_status_error(exc) from exc
-        except (openai.APIConnectionError, httpx2.TransportError, httpx2.DecodingError) as exc:
-            raise transport_error(exc) from exc
+        except self._transport_errors as exc:
+            raise transport_error(exc, self.client.base_url) from exc

@@ -1,10 +1,13 @@
-"""The embedded default provider: recorded SSE played through the real SDK path.
+"""The embedded default provider: recorded SSE played through the real stream path.
 
-No key, no network: an in-process ``httpx2`` transport answers the SDK's
-POST with bytes from a *replay script*, so the official client, our SSE
-decoder and the provider adapter all run exactly as they do against the
-real API. ``toolprep acp`` uses it when no API key is configured, and the
-demo and end-to-end tests use it to get deterministic, paced streams.
+No key, no network: an in-process ``httpx2`` transport answers each request
+with bytes from a *replay script*, and the request body, SSE decoder, stream
+adapter and status mapping are the very ones the Anthropic and OpenAI
+providers use. Only the SDK's share (auth, headers, its retries) is left
+out: neither SDK is imported, so an agent on the replay provider starts in
+a fraction of the time. ``toolprep acp`` uses it when no API key is
+configured, and the demo and end-to-end tests use it to get deterministic,
+paced streams.
 
 Replay script format (JSON)::
 
@@ -52,21 +55,32 @@ and a ``search`` that stalls mid-arguments so the user can cancel it.
 from __future__ import annotations
 
 import asyncio
-import importlib.resources
 import threading
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
-from importlib.resources.abc import Traversable
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Self
 
-import anthropic
 import httpx2
-import openai
 import orjson
 
-from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
-from toolprep.runtime.providers.openai_provider import OpenAIProvider
+from toolprep.messages.content import GenerateContentResponse
+from toolprep.runtime.providers.anthropic_adapter import AnthropicStreamAdapter
+from toolprep.runtime.providers.anthropic_provider import MESSAGES_PATH, build_messages_params
+from toolprep.runtime.providers.base import ModelRequest
+from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
+from toolprep.runtime.providers.openai_provider import CHAT_COMPLETIONS_PATH, build_chat_params
+from toolprep.runtime.providers.replay_script import (
+    ReplayFormat,
+    ReplayResponse,
+    ReplayScript,
+    ReplayScriptError,
+    ReplayTurn,
+    default_script_path,
+)
+from toolprep.runtime.providers.request_body import encode_request_body
+from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
+from toolprep.runtime.providers.streaming import StreamAdapter, body_status_error, pump_sse
 
 __all__ = [
     "ReplayProvider",
@@ -77,132 +91,6 @@ __all__ = [
     "ReplayTurn",
     "default_script_path",
 ]
-
-ReplayFormat = Literal["anthropic", "openai"]
-
-
-class ReplayScriptError(ValueError):
-    """A replay script that does not follow the documented format."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayResponse:
-    events: tuple[bytes, ...] = ()
-    pace_s: float = 0.0
-    stall_after_events: int | None = None
-    status: int = 200
-    body: bytes = b""
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayTurn:
-    match: str | None
-    responses: tuple[ReplayResponse, ...]
-
-
-def _split_events(raw: bytes) -> tuple[bytes, ...]:
-    """Cut a transcript into events (each keeps its blank line) so pacing is per event."""
-    events: list[bytes] = []
-    current: list[bytes] = []
-    for line in raw.splitlines(keepends=True):
-        current.append(line)
-        if not line.strip():
-            if len(current) > 1:
-                events.append(b"".join(current))
-            current = []
-    if current and b"".join(current).strip():
-        events.append(b"".join(current))
-    return tuple(events)
-
-
-def _response(spec: Any, base: Traversable, where: str) -> ReplayResponse:
-    if not isinstance(spec, dict):
-        raise ReplayScriptError(f"{where}: a response must be an object")
-    status = spec.get("status", 200)
-    if not isinstance(status, int) or not 100 <= status < 600:
-        raise ReplayScriptError(f"{where}: status must be an HTTP status code")
-    raw: bytes
-    if "sse_file" in spec:
-        target = base
-        for piece in str(spec["sse_file"]).split("/"):
-            target = target.joinpath(piece)
-        raw = target.read_bytes()
-    elif "sse" in spec:
-        raw = str(spec["sse"]).encode("utf-8")
-    elif status == 200:
-        raise ReplayScriptError(f"{where}: needs sse_file, sse or a non-200 status")
-    else:
-        raw = b""
-    stall = spec.get("stall_after_events")
-    if stall is not None and (not isinstance(stall, int) or stall < 0):
-        raise ReplayScriptError(f"{where}: stall_after_events must be a non-negative integer")
-    body = spec.get("body", b"")
-    body_bytes = (
-        body
-        if isinstance(body, bytes)
-        else (body.encode() if isinstance(body, str) else orjson.dumps(body))
-    )
-    headers = spec.get("headers") or {}
-    if not isinstance(headers, dict):
-        raise ReplayScriptError(f"{where}: headers must be an object")
-    return ReplayResponse(
-        events=_split_events(raw),
-        pace_s=float(spec.get("pace_ms", 0)) / 1000.0,
-        stall_after_events=stall,
-        status=status,
-        body=body_bytes,
-        headers={str(k): str(v) for k, v in headers.items()},
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayScript:
-    provider: ReplayFormat
-    turns: tuple[ReplayTurn, ...]
-
-    @classmethod
-    def from_dict(cls, data: Any, base: Traversable | Path) -> ReplayScript:
-        """Validate a parsed script; ``sse_file`` paths resolve against ``base``."""
-        if not isinstance(data, dict):
-            raise ReplayScriptError("replay script must be a JSON object")
-        provider = data.get("provider")
-        if provider not in ("anthropic", "openai"):
-            raise ReplayScriptError("replay script: provider must be 'anthropic' or 'openai'")
-        turns_raw = data.get("turns")
-        if not isinstance(turns_raw, list):
-            raise ReplayScriptError("replay script: turns must be a list")
-        turns: list[ReplayTurn] = []
-        for t, turn in enumerate(turns_raw):
-            if not isinstance(turn, dict) or not isinstance(turn.get("responses"), list):
-                raise ReplayScriptError(f"replay script turn {t}: needs a responses list")
-            match = turn.get("match")
-            if match is not None and not isinstance(match, str):
-                raise ReplayScriptError(f"replay script turn {t}: match must be a string or null")
-            responses = tuple(
-                _response(r, base, f"replay script turn {t} response {n}")
-                for n, r in enumerate(turn["responses"])
-            )
-            turns.append(ReplayTurn(match or None, responses))
-        return cls(provider, tuple(turns))
-
-    @classmethod
-    def load(cls, path: str | Path | None = None) -> ReplayScript:
-        """Read a script file, or the packaged default script when ``path`` is None."""
-        if path is None:
-            base: Traversable = importlib.resources.files("toolprep.runtime").joinpath("replay")
-            return cls.from_dict(orjson.loads(base.joinpath("default.json").read_bytes()), base)
-        file = Path(path)
-        try:
-            data = orjson.loads(file.read_bytes())
-        except orjson.JSONDecodeError as exc:
-            raise ReplayScriptError(f"replay script {file}: not valid JSON ({exc})") from None
-        return cls.from_dict(data, file.resolve().parent)
-
-
-def default_script_path() -> Traversable:
-    return importlib.resources.files("toolprep.runtime").joinpath("replay").joinpath("default.json")
-
 
 # --- choosing a response for a request ---------------------------------------------
 
@@ -418,42 +306,61 @@ class ReplayTransport(httpx2.AsyncBaseTransport):
         )
 
 
+_URLS: dict[ReplayFormat, str] = {
+    "anthropic": "http://replay.invalid" + MESSAGES_PATH,
+    "openai": "http://replay.invalid/v1" + CHAT_COMPLETIONS_PATH,
+}
+
+
 class ReplayProvider:
-    """Builds a real provider whose HTTP client talks to a ``ReplayTransport``."""
+    """A ``Provider`` answered by a ``ReplayTransport``, in its script's wire format.
 
-    @staticmethod
-    def from_script(
-        path: str | Path | None = None, *, pace_scale: float = 1.0, max_retries: int = 0
-    ) -> AnthropicProvider | OpenAIProvider:
-        """The provider for a script file, or for the packaged default script.
+    Each request is built and each answer read exactly as the SDK-backed
+    provider of that format does: ``build_messages_params`` or
+    ``build_chat_params``, then ``pump_sse`` through that format's adapter,
+    and a non-2xx answer mapped by the same status rules.
+    """
 
-        ``max_retries`` defaults to 0 so each scripted response is one attempt
-        the supervisor sees; raise it to let the SDK retry scripted 429/5xx itself.
-        """
-        transport = ReplayTransport(ReplayScript.load(path), pace_scale=pace_scale)
-        return ReplayProvider.from_transport(transport, max_retries=max_retries)
+    def __init__(
+        self, transport: ReplayTransport, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    ) -> None:
+        self.name = "replay"
+        self.transport = transport
+        self.wire: ReplayFormat = transport.script.provider
+        self.max_event_bytes = max_event_bytes
 
-    @staticmethod
-    def from_transport(
-        transport: ReplayTransport, *, max_retries: int = 0
-    ) -> AnthropicProvider | OpenAIProvider:
-        http_client = httpx2.AsyncClient(transport=transport)
-        if transport.script.provider == "anthropic":
-            return AnthropicProvider(
-                anthropic.AsyncAnthropic(
-                    api_key="replay",
-                    base_url="http://replay.invalid",
-                    max_retries=max_retries,
-                    http_client=http_client,
-                ),
-                name="replay",
-            )
-        return OpenAIProvider(
-            openai.AsyncOpenAI(
-                api_key="replay",
-                base_url="http://replay.invalid/v1",
-                max_retries=max_retries,
-                http_client=http_client,
-            ),
-            name="replay",
+    @classmethod
+    def from_script(cls, path: str | Path | None = None, *, pace_scale: float = 1.0) -> Self:
+        """The provider for a script file, or for the packaged default script."""
+        return cls(ReplayTransport(ReplayScript.load(path), pace_scale=pace_scale))
+
+    @classmethod
+    def from_transport(cls, transport: ReplayTransport) -> Self:
+        return cls(transport)
+
+    async def aclose(self) -> None:
+        return None  # no sockets: the transport lives in memory
+
+    def _encode(self, request: ModelRequest) -> tuple[bytes, StreamAdapter]:
+        if self.wire == "anthropic":
+            params = build_messages_params(request)
+            adapter: StreamAdapter = AnthropicStreamAdapter()
+        else:
+            params = build_chat_params(request)
+            adapter = OpenAIStreamAdapter(t.name for t in request.tools)
+        return encode_request_body({**params, "stream": True}), adapter
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
+        body, adapter = self._encode(request)
+        sent = httpx2.Request(
+            "POST", _URLS[self.wire], content=body, headers={"content-type": "application/json"}
         )
+        response = await self.transport.handle_async_request(sent)
+        try:
+            if not 200 <= response.status_code < 300:
+                error_body = await response.aread()
+                raise body_status_error(response.status_code, error_body, response.headers)
+            async for chunk in pump_sse(response, adapter, max_event_bytes=self.max_event_bytes):
+                yield chunk
+        finally:
+            await response.aclose()

@@ -12,7 +12,8 @@ provider- or SDK-specific exception:
   429 / 408 / 409 / 5xx / 529 retryable with ``retry_after`` from the
   headers, other 4xx final;
 - connection refused, timeouts, a connection cut mid-body -> retryable
-  ``transport``;
+  ``transport``; a refused connection is named as such, with the URL, since
+  an SDK may report it as a timeout (OpenAI's says "Request timed out.");
 - the body ends cleanly but without the terminal marker -> retryable
   ``truncated`` (raised by the adapter's ``end``);
 - a success status whose body is not an event stream (a proxy's HTML page,
@@ -28,17 +29,26 @@ first line is an SSE field or comment.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import errno
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 import httpx2
+import orjson
 
 from toolprep.messages.content import GenerateContentResponse
 from toolprep.runtime.providers.base import StreamError
 from toolprep.runtime.providers.errors import not_event_stream, status_error
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES, SseDecoder
 
-__all__ = ["StreamAdapter", "pump_sse", "sdk_status_error", "transport_error"]
+__all__ = [
+    "StreamAdapter",
+    "body_status_error",
+    "connection_refused",
+    "pump_sse",
+    "sdk_status_error",
+    "transport_error",
+]
 
 
 class StreamAdapter(Protocol):
@@ -128,7 +138,41 @@ def sdk_status_error(exc: Any) -> StreamError:
     return status_error(response.status_code, message, response.headers, error_type=error_type)
 
 
-def transport_error(exc: BaseException) -> StreamError:
-    """The network failed (before or during the stream); a new attempt may get through."""
-    detail = str(exc) or type(exc).__name__
-    return StreamError(f"connection failed: {detail}", retryable=True, kind="transport")
+def body_status_error(status: int, body: bytes, headers: Mapping[str, str]) -> StreamError:
+    """Map a non-2xx answer read without an SDK (the replay provider's), as the SDKs would."""
+    try:
+        parsed = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        parsed = None
+    preview = body[:200].decode("utf-8", "replace").strip()
+    fallback = f"HTTP {status}: {preview}" if preview else f"HTTP {status}"
+    message, error_type = _body_message(parsed, fallback)
+    return status_error(status, message, headers, error_type=error_type)
+
+
+def connection_refused(exc: BaseException) -> bool:
+    """Whether ``exc``, or an exception it was raised from, is a refused connection."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or (
+            isinstance(current, OSError) and current.errno == errno.ECONNREFUSED
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def transport_error(exc: BaseException, url: object = None) -> StreamError:
+    """The network failed (before or during the stream); a new attempt may get through.
+
+    A refused connection says so and names ``url`` (the provider's base URL): the
+    SDK's own text for it can be "Request timed out.", which sends the user looking
+    for a slow server when nothing is listening at all.
+    """
+    if url is not None and connection_refused(exc):
+        message = f"connection refused: nothing is listening at {url}"
+    else:
+        message = f"connection failed: {str(exc) or type(exc).__name__}"
+    return StreamError(message, retryable=True, kind="transport")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["default_shard_count", "ray_host_from_options"]
 
-RUNTIME_FACTORY = "toolprep.runtime.assembly:runtime_from_options"
+RUNTIME_FACTORY = "toolprep.runtime.assembly:worker_runtime_from_options"
 
 PROBE_TIMEOUT_S = 5.0
 """How long the head's address may take to accept a connection before the daemon gives up."""

@@ -180,6 +180,16 @@ def test_connection_refused_is_transport(name: str) -> None:
     assert (error.kind, error.retryable) == ("transport", True)
 
 
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+def test_connection_refused_says_nothing_is_listening_at_the_url(name: str) -> None:
+    """Not the SDK's words for it: OpenAI's client calls a refused connection a timeout."""
+    base_url = f"http://127.0.0.1:{_closed_port()}" + ("/v1" if name == "openai" else "")
+    provider = build_provider(name, base_url=base_url, api_key="k", max_retries=0)
+    error = _error(provider)
+    expected = f"connection refused: nothing is listening at {base_url}"
+    assert error.message.rstrip("/") == expected
+
+
 def test_sdk_retries_before_the_stream_starts(server: FakeProviderServer) -> None:
     server.enqueue(
         ScriptedResponse(

@@ -1,4 +1,4 @@
-"""The embedded replay provider: the default script plays through the real SDK path."""
+"""The embedded replay provider: the default script plays through the real stream path."""
 
 from __future__ import annotations
 
@@ -23,9 +23,7 @@ from toolprep.messages.content import (
     TextPart,
 )
 from toolprep.messages.preparation import get_preparations
-from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
-from toolprep.runtime.providers.openai_provider import OpenAIProvider
 from toolprep.runtime.providers.replay import ReplayProvider, ReplayScript, ReplayTransport
 
 
@@ -60,7 +58,7 @@ def request(*history: Content) -> ModelRequest:
 
 def default_provider(
     pace_scale: float = 0.0,
-) -> tuple[AnthropicProvider | OpenAIProvider, ReplayTransport]:
+) -> tuple[ReplayProvider, ReplayTransport]:
     transport = ReplayTransport(ReplayScript.load(), pace_scale=pace_scale)
     return ReplayProvider.from_transport(transport), transport
 
@@ -123,7 +121,7 @@ def test_default_script_plays_through_the_demo() -> None:
 
 
 def _read_until_stalled(
-    provider: AnthropicProvider | OpenAIProvider, req: ModelRequest
+    provider: ReplayProvider, req: ModelRequest
 ) -> list[GenerateContentResponse]:
     """Read a stream that hangs: once it has a preparation and goes quiet, cancel it."""
 
@@ -213,7 +211,7 @@ def test_openai_script_with_file_inline_and_status_responses(tmp_path: Path) -> 
         },
     )
     provider = ReplayProvider.from_script(path, pace_scale=0)
-    assert isinstance(provider, OpenAIProvider)
+    assert provider.wire == "openai"
     u = user("anything")
     _, error = replay(provider, request(u))
     assert error is not None and (error.status, error.retryable, error.retry_after) == (

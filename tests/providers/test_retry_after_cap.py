@@ -18,6 +18,7 @@ from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from tests.support.runtime_harness import check_cards, harness
 from toolprep.runtime.config import build_routes, resolve_settings
 from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
+from toolprep.runtime.providers.deferred import DeferredProvider
 from toolprep.runtime.providers.errors import parse_retry_after
 from toolprep.runtime.providers.openai_provider import OpenAIProvider
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT, RetryPolicy, RetryWait
@@ -144,6 +145,8 @@ def test_sdk_clients_of_the_agent_never_retry_on_their_own(kind: str) -> None:
         provider=kind, model=None, base_url="http://127.0.0.1:9", max_retries=3
     )
     (route,) = build_routes(settings)
-    assert isinstance(route.provider, AnthropicProvider | OpenAIProvider)
-    assert route.provider.client.max_retries == 0
+    assert isinstance(route.provider, DeferredProvider)  # built once its SDK is imported
+    built = route.provider.resolve(timeout=60)
+    assert isinstance(built, AnthropicProvider | OpenAIProvider)
+    assert built.client.max_retries == 0
     assert settings.max_retries == 3  # the supervisor's budget, where waits are capped
