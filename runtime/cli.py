@@ -133,19 +133,20 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep sessions in memory only: nothing is written, nothing can be loaded later",
     )
-    acp.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="spread sessions over N worker processes, each a whole runtime (default: one "
-        "per core when there is more than one; 1 keeps every session in this process)",
-    )
 
 
 def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     acp = sub.add_parser("acp", help="run the ACP agent on stdio (what an editor launches)")
     _runtime_arguments(acp)
+    # An editor starts one agent per window: its sessions stay in this process unless asked.
+    acp.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="spread sessions over N worker processes, each a whole runtime (default 1: "
+        "every session in this process)",
+    )
 
 
 def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -153,6 +154,14 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "serve", help="run a daemon serving ACP over WebSocket; its sessions outlive connections"
     )
     _runtime_arguments(serve)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="spread sessions over N worker processes, each a whole runtime (default: one "
+        "per core; 1 keeps every session in this process)",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     serve.add_argument(
         "--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)"
@@ -244,7 +253,8 @@ class _Hosted(NamedTuple):
 
 
 def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
-    """The sessions' host from the runtime options: this process, or ``--workers`` processes.
+    """The sessions' host from the runtime options: this process, or ``--workers`` processes
+    (``serve`` leaves it unset: one per core).
 
     Raises ``ValueError``, ``OSError``, ``SessionHostError`` or ``StoreError``
     for options it cannot be built from.
