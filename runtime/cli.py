@@ -180,14 +180,6 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="keep sessions in memory only: nothing is written, nothing can be loaded later "
         "(default: keep them in --data-dir)",
     )
-    acp.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="spread sessions over N worker processes, each a whole runtime (default: one "
-        "per core when there is more than one; 1 keeps every session in this process)",
-    )
 
 
 def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -197,6 +189,15 @@ def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description=_ACP_DESCRIPTION,
     )
     _runtime_arguments(acp)
+    # An editor starts one agent per window: its sessions stay in this process unless asked.
+    acp.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="spread sessions over N worker processes, each a whole runtime (default 1: "
+        "every session in this process)",
+    )
 
 
 def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -206,6 +207,14 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=_SERVE_DESCRIPTION,
     )
     _runtime_arguments(serve)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="spread sessions over N worker processes, each a whole runtime (default: one "
+        "per core; 1 keeps every session in this process)",
+    )
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback)"
     )
@@ -349,7 +358,8 @@ class _Hosted(NamedTuple):
 
 
 def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
-    """The sessions' host from the runtime options: this process, or ``--workers`` processes.
+    """The sessions' host from the runtime options: this process, or ``--workers`` processes
+    (``serve`` leaves it unset: one per core).
 
     Raises ``ValueError``, ``OSError``, ``SessionHostError`` or ``StoreError``
     for options it cannot be built from.

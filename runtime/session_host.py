@@ -212,7 +212,11 @@ class FrameSink(Protocol):
         """The same, already serialised as JSON by a host elsewhere: relay the bytes as they are."""
 
     def send_request(self, session_id: str, request: ClientRequest) -> None:
-        """A request the session waits on; answer it through the host, quoting its id."""
+        """A request the session waits on; answer it through the host, quoting its id.
+
+        The answer may be given at once, before this call returns (a client that
+        replied before its request was fully handed on): every host takes it.
+        """
 
 
 class SessionHost(Protocol):

@@ -8,6 +8,12 @@ left the worker, and a prompt's result travels on the same pipe behind the
 turn's frames, so every ordering guarantee of ``session_host`` holds here
 exactly as inside the worker.
 
+A sink may answer a session's request on the spot, inside ``send_request``
+(an editor that replied before the agent finished handing the request on),
+and that call runs on the reader thread of the worker that asked. The front
+never waits there for the worker's reply, which only that same thread could
+read: such an answer goes to the worker without waiting for its receipt.
+
 What the front does know is which tool-call cards each session has open
 (the worker names them in each frame's header). That is what lets it keep
 the boundary's promise when a worker dies: every open card gets its
@@ -71,6 +77,11 @@ __all__ = ["WorkerCrashed", "WorkerHost"]
 
 CALL_TIMEOUT_S = 30.0
 """How long a call that needs the worker's answer (open, answers) waits for it."""
+
+ON_READER_THREAD = (
+    "waiting for a worker's reply on a worker's reader thread would stall its frames "
+    "until the call timed out; call {call} from another thread"
+)
 
 
 class WorkerCrashed(SessionHostError):
@@ -171,6 +182,8 @@ class WorkerHost:
         self._replacing: set[int] = set()
         self.restarts = 0
         self._placements = placements
+        # Marks the reader threads: a call made on one must not wait for a worker's reply.
+        self._reading = threading.local()
         self._start: TransportFactory = transport or (lambda slot: WorkerProcess(slot, spec))
         started = [_Worker(self._start(slot)) for slot in range(workers)]
         try:
@@ -392,14 +405,47 @@ class WorkerHost:
         return call.future
 
     def _answer(self, session_id: str, command: list[Any]) -> bool:
-        """Give the session's worker an answer; False if no live worker took it in time."""
+        """Give the session's worker an answer; False if no live worker took it in time.
+
+        On a reader thread (a sink answering inside ``send_request``) the answer is
+        only sent: True then means it is on its way, and a worker that finds the
+        request no longer waiting says so in the log.
+        """
+        if self._on_reader_thread():
+            return self._send_answer(session_id, command)
         try:
-            return bool(self._ask(session_id, command))
-        except (WorkerCrashed, TimeoutError):
+            taken = bool(self._ask(session_id, command))
+        except (WorkerCrashed, TimeoutError) as exc:
+            logger.warning("%s for %s was not taken: %r", command[0], session_id, exc)
             return False
+        return taken
+
+    def _send_answer(self, session_id: str, command: list[Any]) -> bool:
+        """Send an answer without waiting for the worker's receipt."""
+        with self._lock:
+            session = self._require(session_id)
+            worker = session.worker
+            try:
+                call_id, call = self._register(worker, "answer", session)
+            except WorkerCrashed:
+                return False
+        request_id = command[1]
+
+        def receipt(done: Future[Any]) -> None:
+            if done.exception() is None and not done.result():
+                logger.info("%s %s for %s came too late", command[0], request_id, session_id)
+
+        call.future.add_done_callback(receipt)
+        self._send(worker, [command[0], call_id, session_id, *command[1:]])
+        return True
+
+    def _on_reader_thread(self) -> bool:
+        return getattr(self._reading, "worker", None) is not None
 
     def _ask(self, session_id: str, command: list[Any]) -> Any:
         """Send ``command`` to the session's worker and wait for what it returns."""
+        if self._on_reader_thread():
+            raise RuntimeError(ON_READER_THREAD.format(call=command[0]))
         with self._lock:
             session = self._require(session_id)
             call_id, call = self._register(session.worker, "answer", session)
@@ -430,6 +476,7 @@ class WorkerHost:
         worker.thread.start()
 
     def _read(self, worker: _Worker) -> None:
+        self._reading.worker = worker
         sessions = worker.sessions
         read = worker.transport.read
         try:

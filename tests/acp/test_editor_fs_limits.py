@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from acp import text_block
 from acp.schema import ReadTextFileResponse
 
@@ -50,8 +51,9 @@ def _failure_text(frames: list[dict[str, Any]], call_id: str) -> str:
     return str(failed[0].get("content"))
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])  # the failed answer crosses the worker front
 async def test_huge_editor_reply_fails_the_read_at_once_and_the_session_goes_on(
-    tmp_path: Path,
+    workers: str, tmp_path: Path
 ) -> None:
     (tmp_path / "huge.txt").write_text("on disk\n")
     (tmp_path / "small.txt").write_text("small file\n")
@@ -63,10 +65,8 @@ async def test_huge_editor_reply_fails_the_read_at_once_and_the_session_goes_on(
             sc.ok(sc.text_turn(KIND, "Read the small one.")),
         )
         client = HugeBufferClient()
-        async with running_agent(*agent_command(KIND, server), client, client_fs=True) as (
-            conn,
-            _,
-        ):
+        command = agent_command(KIND, server, "--workers", workers)
+        async with running_agent(*command, client, client_fs=True) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             started = time.monotonic()
             reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("read")])

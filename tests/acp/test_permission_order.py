@@ -30,15 +30,17 @@ def _card_events(raw: list[dict[str, Any]]) -> list[str]:
     return events
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])  # the request crosses the worker front in order
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])
 async def test_in_progress_comes_only_after_the_user_allowed_the_call(
-    kind: str, tmp_path: Path
+    kind: str, workers: str, tmp_path: Path
 ) -> None:
     shell = sc.shell(COMMAND, "call_sh")
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.calls_turn(kind, [shell])), sc.ok(sc.text_turn(kind)))
         client = RecordingClient(permission="allow_once")
-        async with running_agent(*agent_command(kind, server), client) as (conn, _):
+        command = agent_command(kind, server, "--workers", workers)
+        async with running_agent(*command, client) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
         assert reply.stop_reason == "end_turn"

@@ -104,8 +104,9 @@ async def test_timeout_kills_the_command_and_its_children(tmp_path: Path, pids: 
         assert "timed out after 1 s" in str(failed["content"])
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
 def test_agent_exit_kills_children_of_finished_and_running_commands(
-    tmp_path: Path, pids: list[int]
+    workers: str, tmp_path: Path, pids: list[int]
 ) -> None:
     """Stdin EOF mid-turn: the earlier call's background child and the running call die."""
     first = sc.shell("sleep 300 > /dev/null 2>&1 & echo $! > first.pid", "call_first")
@@ -113,7 +114,9 @@ def test_agent_exit_kills_children_of_finished_and_running_commands(
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.calls_turn(KIND, [first, second])))
         agent = AgentProcess(
-            *agent_command(KIND, server, "--allow-shell"), tmp_path, tmp_path / "stderr.log"
+            *agent_command(KIND, server, "--allow-shell", "--workers", workers),
+            tmp_path,
+            tmp_path / "stderr.log",
         )
         try:
             session_id = agent.start_session(tmp_path)

@@ -25,6 +25,7 @@ from tests.support.runtime_harness import check_cards, is_preparing, lifecycle
 KIND = "anthropic"
 STOP_SIGNALS = [signal.SIGTERM, signal.SIGINT]
 DEADLINE_S = 30.0  # far above what a clean stop takes; only a hang comes near it
+WORKERS = ["1", "2"]  # tools in this process, or in worker processes behind the front
 
 
 def _assert_clean_stderr(agent: AgentProcess) -> None:
@@ -89,9 +90,11 @@ def test_signal_mid_stream_discards_the_card_and_answers_the_prompt(
     _assert_clean_stderr(agent)
 
 
+@pytest.mark.parametrize("workers", WORKERS)
 @pytest.mark.parametrize("signum", STOP_SIGNALS, ids=lambda s: s.name)
 def test_signal_mid_tool_fails_the_card_and_stops_the_command(
     signum: signal.Signals,
+    workers: str,
     server: FakeProviderServer,
     tmp_path: Path,
     agents: list[AgentProcess],
@@ -101,7 +104,7 @@ def test_signal_mid_tool_fails_the_card_and_stops_the_command(
     server.enqueue(
         sc.ok(sc.calls_turn(KIND, [("call_sh", "run_shell_command", {"command": command})]))
     )
-    agent = _start(server, tmp_path, agents)
+    agent = _start(server, tmp_path, agents, "--workers", workers)
     session_id = agent.start_session(tmp_path)
     prompt_id = agent.prompt(session_id)
     pids.extend(pid_from(tmp_path / name, DEADLINE_S) for name in ("sh.pid", "bg.pid"))
@@ -129,8 +132,13 @@ def test_signal_when_idle_exits_cleanly(
     _assert_clean_stderr(agent)
 
 
+@pytest.mark.parametrize("workers", WORKERS)
 def test_second_signal_forces_exit_while_shutdown_waits(
-    server: FakeProviderServer, tmp_path: Path, agents: list[AgentProcess], pids: list[int]
+    workers: str,
+    server: FakeProviderServer,
+    tmp_path: Path,
+    agents: list[AgentProcess],
+    pids: list[int],
 ) -> None:
     """A command that ignores SIGTERM holds shutdown for the kill grace; a second signal
     during that wait leaves at once, with SIGKILL for the tool processes."""
@@ -138,7 +146,7 @@ def test_second_signal_forces_exit_while_shutdown_waits(
     server.enqueue(
         sc.ok(sc.calls_turn(KIND, [("call_sh", "run_shell_command", {"command": command})]))
     )
-    agent = _start(server, tmp_path, agents)
+    agent = _start(server, tmp_path, agents, "--workers", workers)
     session_id = agent.start_session(tmp_path)
     prompt_id = agent.prompt(session_id)
     pids.append(pid_from(tmp_path / "bg.pid", DEADLINE_S))

@@ -156,3 +156,25 @@ async def test_a_killed_worker_ends_its_turns_and_is_replaced(
         check_cards(bystander_frames)
         assert lifecycle(bystander_frames) == {"call_b": ["preparing", "in_progress", "completed"]}
         assert "finished" in str(bystander_frames)
+
+
+async def test_acp_keeps_its_sessions_in_its_own_process_unless_asked(tmp_path: Path) -> None:
+    """An editor starts one agent per window: without ``--workers`` there are none."""
+    kind = "anthropic"
+    with FakeProviderServer() as server:
+        client = RecordingClient()
+        command, env = agent_command(kind, server, "--allow-shell")
+        async with running_agent(command, env, client) as (conn, process):
+            sessions = [
+                (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+                for _ in range(2)
+            ]
+            idle_children = children(process.pid)
+            for n, session_id in enumerate(sessions):
+                call = sc.shell("echo worker=$PPID", f"call_{n}")
+                server.enqueue(sc.ok(sc.calls_turn(kind, [call])), sc.ok(sc.text_turn(kind)))
+                reply = await conn.prompt(session_id=session_id, prompt=[text_block("go")])
+                assert reply.stop_reason == "end_turn"
+            ran_on = [worker_pid_in(client.frames(s)) for s in sessions]
+        assert idle_children == set()
+        assert ran_on == [process.pid, process.pid]

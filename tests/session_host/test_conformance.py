@@ -45,6 +45,7 @@ from toolprep.runtime.session_host import (
     HostClosed,
     ReadTextFile,
     RequestPermission,
+    SessionHost,
     UnknownSession,
     WriteTextFile,
 )
@@ -211,6 +212,60 @@ def test_editor_write_goes_to_the_editor_not_the_disk(hosted: HostUnderTest) -> 
     assert (hosted.cwd / "notes.txt").read_text() == "on disk\n"
     check_cards(sink.frames())
     assert lifecycle(sink.frames())["call_write"][-1] == "completed"
+
+
+class AnsweringOnTheSpot(RecordingFrameSink):
+    """A caller that answers each request inside ``send_request``: an editor whose reply
+    came back before the agent had finished handing the request on."""
+
+    def __init__(self, host: SessionHost) -> None:
+        super().__init__()
+        self._host = host
+        self.taken: list[bool] = []
+
+    def send_request(self, session_id: str, request: ClientRequest) -> None:
+        super().send_request(session_id, request)
+        match request:
+            case RequestPermission(request_id=request_id):
+                taken = self._host.answer_permission(session_id, request_id, "allow_once")
+            case ReadTextFile(request_id=request_id):
+                answer = FileRead("unsaved buffer\n")
+                taken = self._host.answer_editor(session_id, request_id, answer)
+            case WriteTextFile(request_id=request_id):
+                taken = self._host.answer_editor(session_id, request_id, FileWritten())
+        self.taken.append(taken)
+
+
+def test_a_caller_may_answer_inside_send_request(hosted: HostUnderTest) -> None:
+    """Each answer is taken, so no tool waits out a timeout for it."""
+    kind = hosted.kind
+    (hosted.cwd / "notes.txt").write_text("on disk\n")
+    calls = [
+        sc.shell("echo ran > marker.txt", "call_shell"),
+        ("call_read", "read_file", {"path": "notes.txt"}),
+        ("call_write", "write_file", {"path": "out.txt", "content": "new text\n"}),
+    ]
+    hosted.server.enqueue(sc.ok(sc.calls_turn(kind, calls)), sc.ok(sc.text_turn(kind)))
+    sink = AnsweringOnTheSpot(hosted.host)
+    editor = EditorCapabilities(read_text_file=True, write_text_file=True)
+    session_id = hosted.host.open_session(hosted.cwd, sink, editor=editor)
+    assert _prompt(hosted, session_id, sink).result(TURN_S).stop_reason == "end_turn"
+    assert sorted(type(r).__name__ for r in sink.requests()) == [
+        "ReadTextFile",
+        "RequestPermission",
+        "WriteTextFile",
+    ]
+    assert sink.taken == [True, True, True]
+    assert (hosted.cwd / "marker.txt").read_text() == "ran\n"
+    assert not (hosted.cwd / "out.txt").exists()  # written through the editor
+    assert "unsaved buffer" in json.dumps(hosted.server.requests[1].body)
+    frames = sink.frames()
+    check_cards(frames)
+    assert {call: states[-1] for call, states in lifecycle(frames).items()} == {
+        "call_shell": "completed",
+        "call_read": "completed",
+        "call_write": "completed",
+    }
 
 
 def test_an_editor_failure_fails_the_tool_with_its_reason(hosted: HostUnderTest) -> None:
