@@ -11,37 +11,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.acp.conftest import agent_command
-from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate_update
 from tests.support.agent_process import AgentProcess
+from tests.support.conversation import KIND, PROMPTS, check_shown, enqueue_answers, run_prompt
 from tests.support.fake_provider import FakeProviderServer
-from tests.support.thread_rebuilder import Card, Said, ThreadRebuilder
-
-KIND = "anthropic"
-
-LINK = {
-    "type": "resource_link",
-    "uri": "file:///project/notes.txt",
-    "name": "notes.txt",
-    "title": "Notes",
-    "size": 12,
-    "annotations": {"priority": 0.5, "audience": ["user"]},
-}
-RESOURCE = {
-    "type": "resource",
-    "resource": {"uri": "file:///project/a.py", "text": "a = 1\n", "mimeType": "text/x-python"},
-}
-PROMPTS: list[list[dict[str, Any]]] = [
-    [{"type": "text", "text": "Look at the notes"}, LINK],
-    [{"type": "text", "text": "Plan it, with this file"}, RESOURCE],
-    [{"type": "text", "text": "Thanks"}],
-]
-PLAN = [{"content": "write the replay", "status": "in_progress", "priority": "high"}]
+from tests.support.thread_rebuilder import ThreadRebuilder
 
 
 def _agent(server: FakeProviderServer, data_dir: Path, cwd: Path, workers: int) -> AgentProcess:
@@ -51,64 +29,18 @@ def _agent(server: FakeProviderServer, data_dir: Path, cwd: Path, workers: int) 
     return AgentProcess(command, env, cwd, cwd / f"stderr-{os.urandom(4).hex()}.log")
 
 
-def _enqueue_conversation(server: FakeProviderServer) -> None:
-    server.enqueue(
-        sc.ok(
-            sc.anthropic_sse(
-                thinking="The notes first.",
-                text="Reading them.",
-                tool_calls=[sc.shell("echo noted", "call_read")],
-            )
-        ),
-        sc.ok(sc.text_turn(KIND, "They say hello.")),
-        sc.ok(sc.anthropic_sse(tool_calls=[("call_plan", "todo_write", {"todos": PLAN})])),
-        sc.ok(sc.text_turn(KIND, "Planned.")),
-        sc.ok(sc.text_turn(KIND, "You are welcome.")),
-    )
-
-
-def _send(agent: AgentProcess, session_id: str, prompt: list[dict[str, Any]]) -> int:
-    return agent.request("session/prompt", {"sessionId": session_id, "prompt": prompt})
-
-
-def run_conversation(agent: AgentProcess, session_id: str) -> ThreadRebuilder:
-    """Send every prompt, one turn at a time; the thread as this editor shows it."""
-    shown = ThreadRebuilder()
-    for prompt in PROMPTS:
-        before = len(agent.updates(session_id))
-        shown.sent(prompt)
-        reply = agent.reply(_send(agent, session_id, prompt))
-        assert reply["result"]["stopReason"] == "end_turn"
-        # Every frame of the turn came before its reply.
-        shown.apply_all(agent.updates(session_id)[before:])
-    return shown
-
-
-def check_shown(shown: ThreadRebuilder) -> None:
-    """The conversation as the scenario makes it, so that comparing threads means something."""
-    assert [turn.user for turn in shown.turns] == PROMPTS
-    first, second, third = shown.turns
-    assert first.items == [
-        Said("The notes first.", thought=True),
-        Said("Reading them.", thought=False),
-        Card("call_read", "Run echo noted", "completed"),
-        Said("They say hello.", thought=False),
-    ]
-    assert second.plan == PLAN
-    assert second.items == [Said("Planned.", thought=False)]
-    assert third.items == [Said("You are welcome.", thought=False)]
-
-
 @pytest.mark.parametrize("workers", [1, 2])
 def test_load_replays_each_prompt_before_its_answer(tmp_path: Path, workers: int) -> None:
     data_dir, cwd = tmp_path / "data", tmp_path / "work"
     cwd.mkdir()
     with FakeProviderServer() as server:
-        _enqueue_conversation(server)
+        enqueue_answers(server)
         first = _agent(server, data_dir, cwd, workers)
         try:
             session_id = first.start_session(cwd)
-            shown = run_conversation(first, session_id)
+            shown = ThreadRebuilder()
+            for prompt in PROMPTS:
+                run_prompt(first, session_id, prompt, shown)
             live = first.updates(session_id)
             first.close_input()
             assert first.wait_exit() == 0
