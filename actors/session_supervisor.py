@@ -29,7 +29,7 @@ from toolprep.messages.content import (
     FunctionResponsePart,
     Usage,
 )
-from toolprep.messages.frames import session_info_update, usage_update
+from toolprep.messages.frames import session_info_update, usage_update, user_message_chunk
 from toolprep.messages.turns import (
     ActorCrashed,
     AttemptEnded,
@@ -217,6 +217,11 @@ class SessionSupervisor(RoleActor):
             )
             return
         session.turn = Turn(msg.reply, history_mark=len(session.history))
+        if msg.user_message is not None:
+            # Accepted: the prompt goes on record ahead of everything the turn sends.
+            said = msg.user_message
+            chunks = tuple(user_message_chunk(said.message_id, block) for block in said.blocks)
+            self.directory.tell(EMITTER, WriteFrames(session.session_id, chunks))
         untitled = title_of(session.history) is None
         session.history.append(Content("user", msg.prompt))
         if untitled and (title := title_of(session.history)) is not None:

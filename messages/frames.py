@@ -154,6 +154,18 @@ def agent_thought_chunk(text: str) -> dict[str, Any]:
     return {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}}
 
 
+def user_message_chunk(message_id: str, block: dict[str, Any]) -> dict[str, Any]:
+    """One content block of a prompt the user sent, as the session's record of it.
+
+    ``messageId`` ties the blocks of one prompt together, so a client that
+    rebuilds the thread on ``session/load`` starts a new message at each
+    prompt. ``sessionUpdate`` and ``messageId`` come first: a relay that holds
+    the frame already encoded tells a prompt's own frames by their opening
+    bytes (``runtime.acp.own_prompts``).
+    """
+    return {"sessionUpdate": "user_message_chunk", "messageId": message_id, "content": block}
+
+
 def plan(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"sessionUpdate": "plan", "entries": list(entries)}
 

@@ -38,6 +38,19 @@ class TurnResult:
     usage: Usage | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """A prompt as the client sent it: ACP content blocks under one message id.
+
+    The model gets the prompt as parts; this is what the session records, as
+    ``user_message_chunk`` frames, once the turn it starts is accepted, so a
+    replay shows each question before its answer.
+    """
+
+    message_id: str
+    blocks: tuple[dict[str, Any], ...]
+
+
 # --- supervisor inputs -------------------------------------------------------
 
 
@@ -46,6 +59,7 @@ class StartTurn:
     session_id: str
     prompt: tuple[Part, ...]
     reply: Future[TurnResult]
+    user_message: UserMessage | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ from toolprep.messages.turns import (
     OpenSession,
     StartTurn,
     TurnResult,
+    UserMessage,
     WriteFrames,
 )
 from toolprep.runtime.event_loops import EventLoopChoice, check_event_loop
@@ -385,7 +386,9 @@ class Runtime:
         with self._lock:
             return session_id in self._sessions
 
-    def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
+    def prompt(
+        self, session_id: str, parts: Sequence[Part], user_message: UserMessage | None = None
+    ) -> Future[TurnResult]:
         reply: Future[TurnResult] = Future()
         broken = self.directory.broken
         if broken:
@@ -399,7 +402,7 @@ class Runtime:
                 raise UnknownSession(session_id)
             self._outstanding[session_id] += 1
         reply.add_done_callback(lambda _done: self._prompt_done(session_id))
-        self.directory.tell(SUPERVISOR, StartTurn(session_id, tuple(parts), reply))
+        self.directory.tell(SUPERVISOR, StartTurn(session_id, tuple(parts), reply, user_message))
         return reply
 
     def _prompt_done(self, session_id: str) -> None:

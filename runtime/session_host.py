@@ -51,7 +51,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from toolprep.messages.content import Part
 from toolprep.messages.permissions import PERMISSION_OUTCOMES, PermissionOutcome, check_outcome
-from toolprep.messages.turns import TurnResult
+from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.mcp.specs import McpServerSpec
 
 
@@ -239,11 +239,16 @@ class SessionHost(Protocol):
         Raises ``HostClosed`` after ``shutdown``.
         """
 
-    def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
+    def prompt(
+        self, session_id: str, parts: Sequence[Part], user_message: UserMessage | None = None
+    ) -> Future[TurnResult]:
         """Start a turn; the future resolves after the turn's last frame (guarantee 2).
 
         A prompt while another turn of the session runs resolves with an error
         result; a host that cannot run turns any more resolves it with one too.
+        ``user_message``, the prompt as the client sent it, becomes the turn's
+        first frames (``user_message_chunk``, one per block) once the turn is
+        accepted: they reach the sink like any frame and are kept for replay.
         """
 
     def cancel(self, session_id: str) -> None:

@@ -25,7 +25,7 @@ import orjson
 
 from toolprep.messages.frames import MODEL_OPTION, iso8601, model_options
 from toolprep.messages.permissions import SELECTABLE_OUTCOMES, PermissionOutcome, check_outcome
-from toolprep.messages.turns import TurnResult
+from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.acp.errors import (
     INVALID_PARAMS,
     REQUEST_CANCELLED,
@@ -34,7 +34,8 @@ from toolprep.runtime.acp.errors import (
     require,
 )
 from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, OversizedMessage
-from toolprep.runtime.acp.prompt_content import prompt_to_parts
+from toolprep.runtime.acp.own_prompts import OwnPrompts
+from toolprep.runtime.acp.prompt_content import parse_prompt
 from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers
 from toolprep.runtime.session_host import (
     ClientRequest,
@@ -87,6 +88,7 @@ class ConnectionSink:
     def __init__(self, connection: JsonRpcConnection, host: SessionHost) -> None:
         self._connection = connection
         self._host = host
+        self.own_prompts = OwnPrompts()
         self._asked: dict[tuple[str, str], Future[Any]] = {}
         self._asked_lock = threading.Lock()
 
@@ -95,9 +97,13 @@ class ConnectionSink:
         return self._connection
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
+        if self.own_prompts.is_echo(session_id, update):
+            return
         self._connection.notify("session/update", {"sessionId": session_id, "update": update})
 
     def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
+        if self.own_prompts.is_encoded_echo(session_id, update_json):
+            return
         # A Fragment is written as it is: the frame is not decoded and encoded again.
         update = orjson.Fragment(update_json)
         self._connection.notify("session/update", {"sessionId": session_id, "update": update})
@@ -454,14 +460,23 @@ class AcpAgent:
 
     def prompt(self, params: Any, request_id: Any = None) -> Any:
         session_id = self._session(params)
-        parts = prompt_to_parts(params.get("prompt"))
+        content = parse_prompt(params.get("prompt"))
+        said = UserMessage(f"msg_{uuid.uuid4().hex}", content.blocks)
+        # The session records the prompt for replay; this client shows it already.
+        own_prompts = self._sink.own_prompts
+        own_prompts.sent(session_id, said.message_id)
         try:
-            reply = self.host.prompt(session_id, parts)
+            reply = self.host.prompt(session_id, content.parts, said)
         except UnknownSession as exc:
+            own_prompts.ended(session_id, said.message_id)
             raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+        except BaseException:
+            own_prompts.ended(session_id, said.message_id)
+            raise
         connection = self.connection
 
         def respond(done: Future[TurnResult]) -> None:
+            own_prompts.ended(session_id, said.message_id)
             try:
                 result = done.result()
             except Exception as exc:  # the turn machinery itself failed

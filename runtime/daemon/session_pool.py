@@ -27,7 +27,7 @@ from pathlib import Path
 
 from toolprep.messages.content import Part
 from toolprep.messages.permissions import PermissionOutcome
-from toolprep.messages.turns import TurnResult
+from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.daemon.shared_session import ClientConnection, SharedSession
 from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.session_host import (
@@ -149,12 +149,16 @@ class SessionPool:
         return shared
 
     def prompt(
-        self, client: ClientConnection, session_id: str, parts: Sequence[Part]
+        self,
+        client: ClientConnection,
+        session_id: str,
+        parts: Sequence[Part],
+        user_message: UserMessage | None = None,
     ) -> Future[TurnResult]:
         shared = self.session(session_id)
         shared.turn_started(client)
         try:
-            reply = self.host.prompt(session_id, parts)
+            reply = self.host.prompt(session_id, parts, user_message)
         except BaseException:
             shared.turn_ended()
             raise
@@ -305,8 +309,10 @@ class PoolClient:
         client = self._bind(sink, session_id or "")
         return self._pool.open(client, cwd, session_id, editor, mcp_servers)
 
-    def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
-        return self._pool.prompt(self._bound(), session_id, parts)
+    def prompt(
+        self, session_id: str, parts: Sequence[Part], user_message: UserMessage | None = None
+    ) -> Future[TurnResult]:
+        return self._pool.prompt(self._bound(), session_id, parts, user_message)
 
     def cancel(self, session_id: str) -> None:
         self._pool.session(session_id)

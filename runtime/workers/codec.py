@@ -1,4 +1,4 @@
-"""What crosses the worker pipes, as JSON-able values: prompt parts, turn results,
+"""What crosses the worker pipes, as JSON-able values: prompts, turn results,
 the requests a session sends its caller, the caller's answers, and the MCP
 servers a session is opened with (in their ACP shape). The session store keeps
 histories in the same form of parts.
@@ -23,7 +23,7 @@ from toolprep.messages.content import (
     ThoughtPart,
     Usage,
 )
-from toolprep.messages.turns import StopReason, TurnResult
+from toolprep.messages.turns import StopReason, TurnResult, UserMessage
 from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers, to_acp
 from toolprep.runtime.session_host import (
     ClientRequest,
@@ -89,6 +89,26 @@ def _load_part(raw: Any) -> Part:
             return FunctionResponsePart(FunctionResponse(id_, name, response, is_error))
         case _:
             raise WireError(f"not a prompt part: {raw!r}")
+
+
+def dump_prompt(parts: Sequence[Part], user_message: UserMessage | None) -> dict[str, Any]:
+    """A prompt as it crosses to a worker: the model's parts and what the client sent."""
+    said = None
+    if user_message is not None:
+        said = {"id": user_message.message_id, "blocks": list(user_message.blocks)}
+    return {"parts": dump_parts(parts), "user_message": said}
+
+
+def load_prompt(raw: Any) -> tuple[list[Part], UserMessage | None]:
+    match raw:
+        case {"parts": parts, "user_message": None}:
+            return load_parts(parts), None
+        case {"parts": parts, "user_message": {"id": str(message_id), "blocks": list(blocks)}} if (
+            all(isinstance(block, dict) for block in blocks)
+        ):
+            return load_parts(parts), UserMessage(message_id, tuple(blocks))
+        case _:
+            raise WireError(f"not a prompt: {raw!r}")
 
 
 def dump_result(result: TurnResult) -> dict[str, Any]:

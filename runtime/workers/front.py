@@ -41,7 +41,7 @@ import orjson
 from toolprep.messages.content import Part
 from toolprep.messages.frames import discarded
 from toolprep.messages.permissions import PermissionOutcome, check_outcome
-from toolprep.messages.turns import TurnResult
+from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.session_host import (
     NO_EDITOR,
@@ -59,7 +59,7 @@ from toolprep.runtime.tools.process_groups import signal_group
 from toolprep.runtime.workers.codec import (
     dump_answer,
     dump_mcp_servers,
-    dump_parts,
+    dump_prompt,
     load_config,
     load_request,
     load_result,
@@ -282,13 +282,15 @@ class WorkerHost:
             raise UnknownSession(session_id)
         self._store.delete(session_id)
 
-    def prompt(self, session_id: str, parts: Sequence[Part]) -> Future[TurnResult]:
+    def prompt(
+        self, session_id: str, parts: Sequence[Part], user_message: UserMessage | None = None
+    ) -> Future[TurnResult]:
         with self._lock:
             session = self._require(session_id)
             if self._closed:
                 return _resolved(TurnResult(None, error="the worker host is shutting down"))
             worker = session.worker
-            payload = orjson.dumps(dump_parts(parts))
+            payload = orjson.dumps(dump_prompt(parts, user_message))
             if not worker.alive:
                 if worker.slot not in self._replacing:
                     return _resolved(TurnResult(None, error=_down(worker)))

@@ -44,7 +44,7 @@ from toolprep.runtime.workers.codec import (
     dump_result,
     load_answer,
     load_mcp_servers,
-    load_parts,
+    load_prompt,
 )
 from toolprep.runtime.workers.transport import FrameOutput
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
@@ -174,8 +174,8 @@ class WorkerLoop:
 
     def _prompt(self, call_id: int, session_id: str, payload: bytes) -> None:
         try:
-            parts = load_parts(orjson.loads(payload))
-            reply = self.runtime.prompt(session_id, parts)
+            parts, user_message = load_prompt(orjson.loads(payload))
+            reply = self.runtime.prompt(session_id, parts, user_message)
         except Exception as exc:
             self._raise(call_id, exc)
             return

@@ -87,7 +87,14 @@ def test_a_session_is_listed_loaded_and_continued_by_the_next_agent(
             assert second.reply(second.request("session/load", load))["result"].keys() == {
                 "configOptions"
             }
-            assert second.updates(session_id) == sent  # the replay is what was shown
+            # The replay is the prompt, which the first client showed itself, then what was sent.
+            [asked, *shown] = second.updates(session_id)
+            assert asked == {
+                "sessionUpdate": "user_message_chunk",
+                "messageId": asked["messageId"],
+                "content": {"type": "text", "text": "the first question"},
+            }
+            assert shown == sent
 
             again = second.reply(second.prompt(session_id, "what did I ask?"))
             assert again["result"]["stopReason"] == "end_turn"

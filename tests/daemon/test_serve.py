@@ -63,8 +63,12 @@ def test_two_clients_share_a_session_and_the_first_permission_answer_wins(
         # The first client has every frame of the turn: they came before its reply.
         everything = first.updates(session_id)
         assert message_text(everything) == "Both saw it."
-        second.wait_for(lambda _: len(second.updates(session_id)) >= len(everything))
-        assert second.updates(session_id) == everything
+        # The second client also has the prompt, which the first one showed itself.
+        second.wait_for(lambda _: len(second.updates(session_id)) >= len(everything) + 1)
+        [asked, *shown] = second.updates(session_id)
+        assert asked["sessionUpdate"] == "user_message_chunk"
+        assert asked["content"] == {"type": "text", "text": "run it"}
+        assert shown == everything
         check_cards(first.updates(session_id))
         assert lifecycle(first.updates(session_id)) == {
             "call_shared": ["preparing", "in_progress", "completed"]
@@ -151,7 +155,11 @@ def test_a_client_that_reconnects_mid_turn_gets_everything_and_finishes_it(
         again.initialize()
         assert again.load(session_id, workdir)["result"].keys() == {"configOptions"}
         [ask] = _asked(again)
-        assert again.updates(session_id)[: len(seen_before)] == seen_before
+        # The prompt first: the client rebuilding the thread did not send it.
+        [asked, *replayed] = again.updates(session_id)
+        assert asked["sessionUpdate"] == "user_message_chunk"
+        assert asked["content"] == {"type": "text", "text": "go"}
+        assert replayed[: len(seen_before)] == seen_before
         again.answer_permission(ask, "allow_once")
         again.wait_for(
             lambda _: message_text(again.updates(session_id)) == "Finished after the reconnect."
@@ -222,8 +230,12 @@ def test_sessions_are_listed_and_loaded_alike_after_a_restart(
         assert [s["sessionId"] for s in listed["sessions"]] == [session_id]
         assert listed["sessions"][0]["title"] == "keep this"
         assert reader.load(session_id, workdir)["result"].keys() == {"configOptions"}
-        reader.wait_for(lambda _: len(reader.updates(session_id)) >= len(sent))
-        assert reader.updates(session_id) == sent  # identical, and no card left pending
+        reader.wait_for(lambda _: len(reader.updates(session_id)) >= len(sent) + 1)
+        # The prompt, then what was sent: identical, and no card left pending.
+        [asked, *replayed] = reader.updates(session_id)
+        assert asked["sessionUpdate"] == "user_message_chunk"
+        assert asked["content"] == {"type": "text", "text": "keep this"}
+        assert replayed == sent
         check_cards(reader.updates(session_id))
     finally:
         reader.close()

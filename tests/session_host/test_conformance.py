@@ -34,7 +34,8 @@ from tests.support.runtime_harness import (
     message_text,
 )
 from toolprep.messages.content import TextPart
-from toolprep.messages.turns import TurnResult
+from toolprep.messages.frames import user_message_chunk
+from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.mcp.specs import StdioServer
 from toolprep.runtime.session_host import (
     ClientRequest,
@@ -127,6 +128,26 @@ def test_cancel_discards_every_card_before_the_cancelled_result(hosted: HostUnde
     assert frames[-1] == TURN_END
     check_cards(frames)
     assert lifecycle(frames) == {"call_paris": ["preparing", "discarded"]}
+
+
+def test_an_accepted_prompt_is_recorded_first_and_a_refused_one_not_at_all(
+    hosted: HostUnderTest,
+) -> None:
+    hosted.server.enqueue(sc.prepared_then_stall(hosted.kind, WEATHER))
+    session_id, sink = _open(hosted)
+    asked = UserMessage(
+        "msg_asked", ({"type": "text", "text": "hello"}, {"type": "text", "text": "!"})
+    )
+    reply = sink.mark_result(session_id, hosted.host.prompt(session_id, [TextPart("hello")], asked))
+    sink.wait_until(lambda events: any(isinstance(e, dict) and is_preparing(e) for _, e in events))
+    # A turn runs: this prompt is refused, so it never happened for a replay either.
+    refused = UserMessage("msg_refused", ({"type": "text", "text": "again"},))
+    assert hosted.host.prompt(session_id, [TextPart("again")], refused).result(TURN_S).error
+    hosted.host.cancel(session_id)
+    assert reply.result(TURN_S).stop_reason == "cancelled"
+    frames = sink.frames()
+    assert frames[:2] == [user_message_chunk("msg_asked", block) for block in asked.blocks]
+    assert [f for f in frames if f.get("sessionUpdate") == "user_message_chunk"] == frames[:2]
 
 
 def test_cancel_of_an_idle_session_does_nothing(hosted: HostUnderTest) -> None:

@@ -17,7 +17,7 @@ from toolprep.messages.content import (
     ThoughtPart,
     Usage,
 )
-from toolprep.messages.turns import TurnResult
+from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.session_host import (
     ClientRequest,
     EditorAnswer,
@@ -60,6 +60,16 @@ def test_turn_results_round_trip(result: TurnResult) -> None:
 
 
 @pytest.mark.parametrize(
+    "user_message",
+    [None, UserMessage("msg_1", ({"type": "text", "text": "hi"}, {"type": "resource_link"}))],
+)
+def test_prompts_round_trip(user_message: UserMessage | None) -> None:
+    parts = [TextPart("hi")]
+    dumped = _through_json(codec.dump_prompt(parts, user_message))
+    assert codec.load_prompt(dumped) == (parts, user_message)
+
+
+@pytest.mark.parametrize(
     "request_",
     [
         RequestPermission("permission_1", {"toolCallId": "c1", "title": "Run ls"}),
@@ -82,6 +92,12 @@ def test_editor_answers_round_trip(answer: EditorAnswer) -> None:
     [
         (codec.load_parts, {"type": "text"}, "must be a list"),
         (codec.load_parts, [{"type": "image", "data": "..."}], "not a prompt part"),
+        (codec.load_prompt, [{"type": "text", "text": "hi"}], "not a prompt"),
+        (
+            codec.load_prompt,
+            {"parts": [], "user_message": {"id": "msg_1", "blocks": ["hi"]}},
+            "not a prompt",
+        ),
         (codec.load_result, {"stop_reason": "bored", "error": None, "usage": None}, "bored"),
         (codec.load_result, {"stop_reason": None, "error": 3, "usage": None}, "must be text"),
         (codec.load_result, {"stop_reason": None, "error": None, "usage": [1]}, "token usage"),
