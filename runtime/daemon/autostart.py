@@ -10,10 +10,12 @@ for once it is up, which a ``Popen`` object would complain about.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -24,15 +26,33 @@ from toolprep.runtime.daemon.discovery import (
     read_daemon_file,
 )
 
-__all__ = ["SERVE_LOG", "StartFailed", "start_daemon"]
+__all__ = ["SERVE_LOG", "StartFailed", "start_daemon", "starting_alone"]
 
 SERVE_LOG: Final = "serve.log"
+_START_LOCK: Final = ".serve.start.lock"
 _POLL_S: Final = 0.05
 _LOG_TAIL_BYTES: Final = 4096
 
 
 class StartFailed(RuntimeError):
     """The started daemon exited, or did not announce itself in time."""
+
+
+@contextlib.contextmanager
+def starting_alone(data_dir: Path) -> Iterator[None]:
+    """Hold the data directory's start lock: one ``--start`` at a time looks and starts.
+
+    An editor opening two agent threads at once runs two ``connect --start``;
+    the second must find the daemon the first started, not start another
+    whose ``serve.json`` would hide the first one's sessions.
+    """
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(data_dir / _START_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def start_daemon(

@@ -29,7 +29,7 @@ from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
 from toolprep.runtime.assembly import configure_logging, default_data_dir
-from toolprep.runtime.daemon.autostart import SERVE_LOG, StartFailed, start_daemon
+from toolprep.runtime.daemon.autostart import SERVE_LOG, StartFailed, start_daemon, starting_alone
 from toolprep.runtime.daemon.bridge import run_bridge
 from toolprep.runtime.daemon.discovery import DaemonFileError, read_daemon_file
 from toolprep.runtime.daemon.serve_token import TOKEN_ON_COMMAND_LINE, TOKEN_VARIABLE, serve_token
@@ -123,7 +123,12 @@ def _open(args: argparse.Namespace, environ: Mapping[str, str]) -> ClientConnect
             raise
         logger.info("no daemon answers (%s): starting one", absent.absence)
     try:
-        address = start_daemon(data_dir, args.serve_options, os.environ, args.start_timeout)
+        with starting_alone(data_dir):
+            try:  # started by another connect --start while this one waited?
+                return _handshake(_discovered_target(data_dir, args), args)
+            except _NoDaemon:
+                pass
+            address = start_daemon(data_dir, args.serve_options, environ, args.start_timeout)
     except (StartFailed, OSError) as exc:
         raise ConnectFailed(f"--start: {exc}") from None
     print(

@@ -7,6 +7,7 @@ editor reads is validated against the ACP schema.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from tests.runtime import scenarios as sc
 from tests.support.daemon_process import DaemonProcess, daemon_environment
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
-from tests.support.processes import alive, gone_within
+from tests.support.processes import alive, gone_within, pids_with_argument
 from tests.support.runtime_harness import check_cards, lifecycle, message_text, provider_base_url
 from tests.support.stdio_editor import StdioEditor, connect_command
 from tests.support.ws_client import WsClient
@@ -257,7 +258,7 @@ def test_a_message_over_the_limit_either_way_ends_connect_clearly(
     assert daemon.stop() == 0
 
 
-def test_start_starts_a_daemon_that_outlives_the_editor(
+def test_start_starts_one_daemon_that_outlives_the_editors(
     provider: FakeProviderServer, workdir: Path, tmp_path: Path, open_editor: OpenEditor
 ) -> None:
     data = tmp_path / "data"
@@ -266,40 +267,41 @@ def test_start_starts_a_daemon_that_outlives_the_editor(
         *("--provider", KIND, "--base-url", provider_base_url(KIND, provider)),
     ]
     try:
-        editor = open_editor("--data-dir", str(data), "--start", "--", *serve_options)
-        session_id = editor.start_session(workdir)
+        # Two at once, as an editor opening two agent threads: one starts, one finds it.
+        editors = [
+            open_editor("--data-dir", str(data), "--start", "--", *serve_options) for _ in range(2)
+        ]
+        session_id = editors[0].start_session(workdir)
         provider.enqueue(sc.ok(sc.text_turn(KIND, "Started for you.")))
-        assert editor.result(editor.prompt(session_id))["stopReason"] == "end_turn"
-        assert message_text(editor.updates(session_id)) == "Started for you."
-        editor.close_input()
-        assert editor.wait_exit() == 0
+        assert editors[0].result(editors[0].prompt(session_id))["stopReason"] == "end_turn"
+        assert message_text(editors[0].updates(session_id)) == "Started for you."
+        editors[1].initialize()
+        for editor in editors:
+            editor.close_input()
+            assert editor.wait_exit() == 0
         daemon = read_daemon_file(data)
-        assert alive(daemon.pid), "the daemon went away with the editor"
+        assert alive(daemon.pid), "the daemon went away with the editors"
         log = data / "serve.log"
-        assert editor.stderr() == (
+        started = (
             f"toolprep connect: started toolprep serve (pid {daemon.pid}) on {daemon.url}; "
             f"its log: {log.resolve()}\n"
         )
-        assert f"serving ACP on {daemon.url}" in log.read_text()
-
-        # A daemon answers now: --start starts no other.
-        again = open_editor("--data-dir", str(data), "--start", "--", *serve_options)
-        again.initialize()
-        again.close_input()
-        assert again.wait_exit() == 0
-        assert again.stderr() == ""
-        assert read_daemon_file(data).pid == daemon.pid
+        assert sorted(editor.stderr() for editor in editors) == ["", started]
+        assert log.read_text().count("serving ACP on") == 1
     finally:
-        _stop_started_daemon(data)
+        _stop_started_daemons(data)
 
 
-def _stop_started_daemon(data: Path) -> None:
-    """SIGTERM the daemon named in ``data``'s daemon file, as a service manager would."""
-    try:
-        pid = read_daemon_file(data).pid
-    except DaemonFileError:
-        return
-    os.kill(pid, signal.SIGTERM)
-    if not gone_within(pid, 60):
+def _stop_started_daemons(data: Path) -> None:
+    """SIGTERM the daemon named in ``data``'s daemon file, as a service manager would, and
+    any other process still serving ``data`` (a second daemon, had two been started)."""
+    pids = set(pids_with_argument(str(data)))
+    with contextlib.suppress(DaemonFileError):
+        pids.add(read_daemon_file(data).pid)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    stuck = [pid for pid in pids if not gone_within(pid, 60)]
+    for pid in stuck:
         os.kill(pid, signal.SIGKILL)
-        raise AssertionError(f"the started daemon (pid {pid}) ignored SIGTERM")
+    assert not stuck, f"ignored SIGTERM: {stuck}"
