@@ -305,3 +305,22 @@ def _stop_started_daemons(data: Path) -> None:
     for pid in stuck:
         os.kill(pid, signal.SIGKILL)
     assert not stuck, f"ignored SIGTERM: {stuck}"
+
+
+def test_sigterm_closes_the_connection_and_exits_0(
+    start_daemon: StartDaemon, workdir: Path, open_editor: OpenEditor
+) -> None:
+    daemon = start_daemon("--no-persist", "--workers", "1")
+    editor = open_editor(env_extra=_data_home(daemon))
+    session_id = editor.start_session(workdir)
+    editor.process.send_signal(signal.SIGTERM)
+    assert editor.wait_exit() == 0
+    assert editor.stderr() == ""
+    # The session is the daemon's: still there for the next client.
+    again = daemon.client()
+    try:
+        again.initialize()
+        assert again.load(session_id, workdir)["result"].keys() == {"configOptions"}
+    finally:
+        again.close()
+    assert daemon.stop() == 0
