@@ -279,6 +279,67 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
 
 
+def _connect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    connect = sub.add_parser(
+        "connect",
+        help="bridge stdio to a running toolprep serve: the agent command an editor launches "
+        "to use the daemon's sessions",
+        description="Pass ACP messages unchanged between stdio (one per line) and the "
+        "daemon's WebSocket (one per frame). Exit status: 0 when stdin ends, 1 when the daemon "
+        "closes the connection or it breaks, 2 when no connection could be made.",
+    )
+    connect.add_argument(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help="find the daemon through the serve.json that `toolprep serve` wrote in DIR "
+        "(default: $XDG_DATA_HOME/toolprep, else ~/.local/share/toolprep)",
+    )
+    connect.add_argument(
+        "--url",
+        default=None,
+        help="connect to this ws:// URL instead of the one in serve.json, with the token "
+        "from --token-file or $TOOLPREP_TOKEN (default: the URL in serve.json)",
+    )
+    connect.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help="with --url: the token is the first line of PATH (default: $TOOLPREP_TOKEN)",
+    )
+    connect.add_argument("--token", default=None, help=argparse.SUPPRESS)  # refused
+    connect.add_argument(
+        "--start",
+        action="store_true",
+        help="if no daemon answers, start `toolprep serve --data-dir DIR` in its own session, "
+        "its output appended to DIR/serve.log, and connect to it (default: exit with status 2)",
+    )
+    connect.add_argument(
+        "--start-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with --start: how long the new daemon may take to write serve.json (default 60)",
+    )
+    connect.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=8 * 1024 * 1024,
+        metavar="N",
+        help="largest message either way; a bigger one ends the connection (default 8 MiB)",
+    )
+    connect.add_argument(
+        "--log-level", default="WARNING", help="stderr log level (default WARNING)"
+    )
+    connect.add_argument(
+        "serve_options",
+        nargs="*",
+        metavar="SERVE_OPTION",
+        help="with --start, after --: options for the started daemon, e.g. "
+        "`toolprep connect --start -- --workers 2` (default: none)",
+    )
+
+
 def _demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = sub.add_parser(
         "demo",
@@ -303,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _acp_parser(sub)
     _serve_parser(sub)
+    _connect_parser(sub)
     _demo_parser(sub)
     return parser
 
@@ -575,6 +637,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_acp(args)
     if args.command == "serve":
         return run_serve(args)
+    if args.command == "connect":
+        from toolprep.runtime.daemon.connect import run_connect
+
+        return run_connect(args)
     from toolprep.runtime.demo import run_demo
 
     return run_demo(json_output=args.json, replay_file=args.replay)
