@@ -223,7 +223,7 @@ _START_ERRORS = (ValueError, OSError, SessionHostError, StoreError)
 
 
 def run_acp(args: argparse.Namespace) -> int:
-    """Serve ACP on stdio until stdin ends or SIGTERM/SIGINT, then exit 0.
+    """Serve ACP on stdio until stdin ends or SIGTERM/SIGINT/SIGHUP, then exit 0.
 
     The signal handlers go in first, so even a signal during start-up takes
     the graceful path instead of a traceback.
@@ -333,7 +333,7 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Serve ACP over WebSocket until SIGTERM/SIGINT; then every running turn is cancelled
+    """Serve ACP over WebSocket until SIGTERM/SIGINT/SIGHUP; then every running turn is cancelled
     (clients see the discards and their prompts answered) before the sockets close."""
     stop = StopSignals()
     stop.install()
