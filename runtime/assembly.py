@@ -17,6 +17,7 @@ from typing import Any
 from toolprep.runtime.config import (
     ProviderSettings,
     build_routes,
+    passed_variable_names,
     resolve_settings,
     scrubbed_variable_names,
 )
@@ -42,6 +43,7 @@ RUNTIME_OPTIONS = (
     "replay",
     "allow_shell",
     "scrub_env",
+    "pass_env",
     "mcp_call_timeout",
     "log_level",
     "data_dir",
@@ -63,7 +65,7 @@ def configure_logging(level: str) -> None:
 def check_options(options: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` / ``OSError`` now for options no runtime could be built from."""
     settings = _settings(options)
-    scrubbed_variable_names(options["scrub_env"])
+    environment_policy(options, settings)
     check_event_loop(options.get("event_loop", "auto"))
     timeout = options.get("mcp_call_timeout")
     if timeout is not None and not timeout > 0:
@@ -98,14 +100,12 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     routes = build_routes(settings)
     tool_config = ToolConfig(allow_shell=options["allow_shell"])
     registry = default_registry(tool_config)
-    environment = EnvironmentPolicy.for_agent(
-        configured_key=settings.api_key, names=scrubbed_variable_names(options["scrub_env"])
-    )
+    environment = environment_policy(options, settings)
     registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
     retry = RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
     path = store_path(options)
     store = SessionStore(path) if path is not None else None
-    # MCP servers inherit what shell commands inherit: no provider credentials.
+    # MCP servers inherit what shell commands inherit: no secrets.
     mcp = McpConfig(
         call_timeout_s=options.get("mcp_call_timeout") or DEFAULT_CALL_TIMEOUT_S,
         environment=environment,
@@ -114,6 +114,16 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
         retry=retry, event_loop=check_event_loop(options.get("event_loop", "auto"))
     )
     return Runtime(routes, registry, config, store=store, mcp=mcp)
+
+
+def environment_policy(options: Mapping[str, Any], settings: ProviderSettings) -> EnvironmentPolicy:
+    """What tools and MCP servers inherit of this process's environment (``--scrub-env``,
+    ``--pass-env``); raises ``ValueError`` for a variable that may not be passed."""
+    return EnvironmentPolicy.for_agent(
+        configured_key=settings.api_key,
+        names=scrubbed_variable_names(options["scrub_env"]),
+        passed=passed_variable_names(options.get("pass_env") or ()),
+    )
 
 
 def _settings(options: Mapping[str, Any]) -> ProviderSettings:

@@ -22,6 +22,7 @@ from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.session_host import SessionArchive, SessionHost, SessionHostError
 from toolprep.runtime.stop_signals import StopSignals
 from toolprep.runtime.store import SessionStore, StoreError
+from toolprep.runtime.tools.environment import SERVE_TOKEN_VARIABLE
 
 
 def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
@@ -101,7 +102,17 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="keep variable NAME out of tool subprocesses (repeatable; also "
-        "TOOLPREP_SCRUB_ENV=A,B); provider keys and *_API_KEY are always kept out",
+        "TOOLPREP_SCRUB_ENV=A,B); provider keys, the serve token and names like "
+        "*_TOKEN, *_KEY, *SECRET*, *PASSWORD*, AWS_* are always kept out",
+    )
+    acp.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="hand variable NAME to tool subprocesses and MCP servers although it looks "
+        "like a secret (repeatable; also TOOLPREP_PASS_ENV=A,B); never the provider "
+        "credentials or the serve token",
     )
     acp.add_argument(
         "--mcp-call-timeout",
@@ -348,7 +359,9 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     from toolprep.runtime.daemon.session_pool import SessionPool
 
     configure_logging(args.log_level)
-    token = args.token or os.environ.get("TOOLPREP_TOKEN") or None
+    token = args.token or os.environ.get(SERVE_TOKEN_VARIABLE) or None
+    if token is not None:  # where the tools' environment policy looks for it, --token too
+        os.environ[SERVE_TOKEN_VARIABLE] = token
     try:
         if args.max_sessions is not None and args.max_sessions < 1:
             raise ValueError(f"--max-sessions must be >= 1, got {args.max_sessions}")
