@@ -93,7 +93,10 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
 
     With ``data_dir`` the runtime journals its sessions into the store there;
     several processes (the workers) share that file, each writing the
-    sessions it serves.
+    sessions it serves. ``store_owner`` (set by the front for its workers)
+    is the name they own sessions under: the front's, so that ownership
+    follows the process the user started, and the front may delete what
+    its own workers served.
     """
     configure_logging(options["log_level"])
     settings = _settings(options)
@@ -104,7 +107,7 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
     retry = RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
     path = store_path(options)
-    store = SessionStore(path) if path is not None else None
+    store = SessionStore(path, owner=options.get("store_owner")) if path is not None else None
     # MCP servers inherit what shell commands inherit: no secrets.
     mcp = McpConfig(
         call_timeout_s=options.get("mcp_call_timeout") or DEFAULT_CALL_TIMEOUT_S,

@@ -268,13 +268,15 @@ def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
         store_path,
     )
     from toolprep.runtime.store import SessionStore
+    from toolprep.runtime.store.ownership import this_process
     from toolprep.runtime.workers import WorkerHost, WorkerSpec, default_worker_count
 
     if getattr(args, "shards", None) is not None and getattr(args, "ray", None) is None:
         raise ValueError("--shards goes with --ray ADDRESS; on one machine use --workers N")
     if not args.no_persist and args.data_dir is None:
         args.data_dir = str(default_data_dir())
-    options = {name: getattr(args, name) for name in RUNTIME_OPTIONS}
+    options: dict[str, object] = {name: getattr(args, name) for name in RUNTIME_OPTIONS}
+    options["store_owner"] = this_process()  # the workers own sessions in this process's name
     workers = default_worker_count() if args.workers is None else args.workers
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")

@@ -35,6 +35,7 @@ from toolprep.runtime.session_host import (
     ClientRequest,
     EditorCapabilities,
     HostClosed,
+    SessionServedElsewhere,
     UnknownModel,
     UnknownSession,
 )
@@ -202,6 +203,11 @@ class WorkerLoop:
         match exc:
             case UnknownModel():  # the front raises it again, naming the choices
                 self.writer.write(["raised", call_id, "unknown_model", exc.model, exc.models])
+                return
+            case SessionServedElsewhere():  # raised again too, naming the process
+                self.writer.write(
+                    ["raised", call_id, "served_elsewhere", exc.session_id, exc.holder]
+                )
                 return
             case UnknownSession():
                 kind = "unknown_session"
