@@ -18,11 +18,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolprep.runtime.config import ProviderSettings, resolve_settings, scrubbed_variable_names
+from toolprep.runtime.config import (
+    ProviderSettings,
+    passed_variable_names,
+    resolve_settings,
+    scrubbed_variable_names,
+)
 from toolprep.runtime.event_loops import check_event_loop
 
 if TYPE_CHECKING:
     from toolprep.runtime.host import Runtime
+    from toolprep.runtime.tools.environment import EnvironmentPolicy
 
 RUNTIME_OPTIONS = (
     "provider",
@@ -36,6 +42,7 @@ RUNTIME_OPTIONS = (
     "replay",
     "allow_shell",
     "scrub_env",
+    "pass_env",
     "mcp_call_timeout",
     "log_level",
     "data_dir",
@@ -57,7 +64,7 @@ def configure_logging(level: str) -> None:
 def check_options(options: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` / ``OSError`` now for options no runtime could be built from."""
     settings = _settings(options)
-    scrubbed_variable_names(options["scrub_env"])
+    environment_policy(options, settings)
     check_event_loop(options.get("event_loop", "auto"))
     timeout = options.get("mcp_call_timeout")
     if timeout is not None and not timeout > 0:
@@ -89,7 +96,10 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
 
     With ``data_dir`` the runtime journals its sessions into the store there;
     several processes (the workers) share that file, each writing the
-    sessions it serves.
+    sessions it serves. ``store_owner`` (set by the front for its workers)
+    is the name they own sessions under: the front's, so that ownership
+    follows the process the user started, and the front may delete what
+    its own workers served.
     """
     from toolprep.runtime.config import build_routes
     from toolprep.runtime.host import Runtime, RuntimeConfig
@@ -97,7 +107,6 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     from toolprep.runtime.retry import RetryPolicy
     from toolprep.runtime.store import SessionStore
     from toolprep.runtime.tools.config import ToolConfig
-    from toolprep.runtime.tools.environment import EnvironmentPolicy
     from toolprep.runtime.tools.registry import default_registry
     from toolprep.runtime.tools.shell import RunShellCommandTool
 
@@ -106,14 +115,12 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     routes = build_routes(settings)
     tool_config = ToolConfig(allow_shell=options["allow_shell"])
     registry = default_registry(tool_config)
-    environment = EnvironmentPolicy.for_agent(
-        configured_key=settings.api_key, names=scrubbed_variable_names(options["scrub_env"])
-    )
+    environment = environment_policy(options, settings)
     registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
     retry = RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
     path = store_path(options)
-    store = SessionStore(path) if path is not None else None
-    # MCP servers inherit what shell commands inherit: no provider credentials.
+    store = SessionStore(path, owner=options.get("store_owner")) if path is not None else None
+    # MCP servers inherit what shell commands inherit: no secrets.
     mcp = McpConfig(
         call_timeout_s=options.get("mcp_call_timeout") or DEFAULT_CALL_TIMEOUT_S,
         environment=environment,
@@ -139,6 +146,18 @@ def worker_runtime_from_options(options: Mapping[str, Any]) -> Runtime:
         if isinstance(route.provider, DeferredProvider):
             route.provider.resolve()  # the SDK client is built before any stream loop runs
     return runtime
+
+
+def environment_policy(options: Mapping[str, Any], settings: ProviderSettings) -> EnvironmentPolicy:
+    """What tools and MCP servers inherit of this process's environment (``--scrub-env``,
+    ``--pass-env``); raises ``ValueError`` for a variable that may not be passed."""
+    from toolprep.runtime.tools.environment import EnvironmentPolicy
+
+    return EnvironmentPolicy.for_agent(
+        configured_key=settings.api_key,
+        names=scrubbed_variable_names(options["scrub_env"]),
+        passed=passed_variable_names(options.get("pass_env") or ()),
+    )
 
 
 def _settings(options: Mapping[str, Any]) -> ProviderSettings:

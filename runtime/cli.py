@@ -29,6 +29,7 @@ from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.session_host import SessionArchive, SessionHost, SessionHostError
 from toolprep.runtime.stop_signals import StopSignals
+from toolprep.runtime.tools.environment import SERVE_TOKEN_VARIABLE
 
 if TYPE_CHECKING:
     from toolprep.runtime.store import SessionStore
@@ -141,8 +142,17 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="keep variable NAME out of tool subprocesses (repeatable; also "
-        "TOOLPREP_SCRUB_ENV=A,B); provider keys and *_API_KEY are always kept out "
-        "(default: only those)",
+        "TOOLPREP_SCRUB_ENV=A,B); provider keys, the serve token and names like "
+        "*_TOKEN, *_KEY, *SECRET*, *PASSWORD*, AWS_* are always kept out (default: only those)",
+    )
+    acp.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="hand variable NAME to tool subprocesses and MCP servers although it looks "
+        "like a secret (repeatable; also TOOLPREP_PASS_ENV=A,B); never the provider "
+        "credentials or the serve token (default: none)",
     )
     acp.add_argument(
         "--mcp-call-timeout",
@@ -399,7 +409,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def run_acp(args: argparse.Namespace) -> int:
-    """Serve ACP on stdio until stdin ends or SIGTERM/SIGINT, then exit 0.
+    """Serve ACP on stdio until stdin ends or SIGTERM/SIGINT/SIGHUP, then exit 0.
 
     The signal handlers go in first, so even a signal during start-up takes
     the graceful path instead of a traceback.
@@ -434,13 +444,15 @@ def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
         store_path,
     )
     from toolprep.runtime.store import SessionStore
+    from toolprep.runtime.store.ownership import this_process
     from toolprep.runtime.workers import WorkerHost, WorkerSpec, default_worker_count
 
     if getattr(args, "shards", None) is not None and getattr(args, "ray", None) is None:
         raise ValueError("--shards goes with --ray ADDRESS; on one machine use --workers N")
     if not args.no_persist and args.data_dir is None:
         args.data_dir = str(default_data_dir())
-    options = {name: getattr(args, name) for name in RUNTIME_OPTIONS}
+    options: dict[str, object] = {name: getattr(args, name) for name in RUNTIME_OPTIONS}
+    options["store_owner"] = this_process()  # the workers own sessions in this process's name
     workers = default_worker_count() if args.workers is None else args.workers
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
@@ -515,7 +527,7 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Serve ACP over WebSocket until SIGTERM/SIGINT; then every running turn is cancelled
+    """Serve ACP over WebSocket until SIGTERM/SIGINT/SIGHUP; then every running turn is cancelled
     (clients see the discards and their prompts answered) before the sockets close."""
     stop = StopSignals()
     stop.install()
@@ -544,6 +556,9 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
             raise ValueError(f"--token: {TOKEN_ON_COMMAND_LINE}")
         token = serve_token(args.token_file, os.environ)
         check_token_for_host(token, args.host)
+        # Workers inherit it from here, and the tools' environment policy keeps it (and any
+        # copy of its value) out of every tool and MCP server, and masks it in their output.
+        os.environ[SERVE_TOKEN_VARIABLE] = token.value
         origins = frozenset(parse_allowed_origin(origin) for origin in args.allow_origin)
         check_arguments(args)
         hosted = _build_host(args, stop)

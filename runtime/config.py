@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING, Literal
 
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
-from toolprep.runtime.tools.environment import parse_variable_names
+from toolprep.runtime.tools.environment import (
+    PASS_ENV_VARIABLE,
+    SCRUB_ENV_VARIABLE,
+    parse_variable_names,
+)
 
 if TYPE_CHECKING:
     from toolprep.actors.stream_reader import ModelRoute
@@ -32,9 +36,6 @@ KEY_VARIABLES: dict[ProviderName, str] = {
     "openai": "OPENAI_API_KEY",
 }
 """Where each provider's key is read from."""
-
-SCRUB_ENV_VARIABLE = "TOOLPREP_SCRUB_ENV"
-"""Comma-separated names of further variables that tools must not inherit."""
 
 DEFAULT_MODELS: dict[str, str] = {
     "anthropic": "claude-sonnet-4-5",
@@ -116,15 +117,29 @@ def scrubbed_variable_names(
 ) -> frozenset[str]:
     """The variables the user asked to keep from tools: ``--scrub-env`` plus the env list.
 
-    The list itself is included: it is the agent's configuration, and it
+    The lists themselves are included: they are the agent's configuration, and
     would tell a command the names it was not meant to see.
     """
+    return _listed_names(cli_names, "--scrub-env", SCRUB_ENV_VARIABLE, env) | {
+        SCRUB_ENV_VARIABLE,
+        PASS_ENV_VARIABLE,
+    }
+
+
+def passed_variable_names(
+    cli_names: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> frozenset[str]:
+    """The variables the user hands to tools on purpose: ``--pass-env`` plus the env list."""
+    return _listed_names(cli_names, "--pass-env", PASS_ENV_VARIABLE, env)
+
+
+def _listed_names(
+    cli_names: Sequence[str], option: str, variable: str, env: Mapping[str, str] | None
+) -> frozenset[str]:
     env = os.environ if env is None else env
-    listed = [item for item in env.get(SCRUB_ENV_VARIABLE, "").split(",") if item.strip()]
-    return (
-        parse_variable_names(cli_names, source="--scrub-env")
-        | parse_variable_names(listed, source=SCRUB_ENV_VARIABLE)
-        | {SCRUB_ENV_VARIABLE}
+    listed = [item for item in env.get(variable, "").split(",") if item.strip()]
+    return parse_variable_names(cli_names, source=option) | parse_variable_names(
+        listed, source=variable
     )
 
 

@@ -78,6 +78,20 @@ class SessionLimitReached(SessionHostError):
         self.limit = limit
 
 
+class SessionServedElsewhere(SessionHostError):
+    """Another live toolprep process serves the session: only that process may load,
+    resume or delete it until it closes the session or ends. ``holder`` names it
+    (``pid 1234 on HOST``)."""
+
+    def __init__(self, session_id: str, holder: str) -> None:
+        super().__init__(
+            f"session {session_id} is served by another live toolprep process ({holder}); "
+            "close it there or stop that process first"
+        )
+        self.session_id = session_id
+        self.holder = holder
+
+
 class HostClosed(SessionHostError, RuntimeError):
     """The host was shut down and opens no more sessions."""
 
@@ -311,7 +325,10 @@ class SessionArchive(Protocol):
         """Stored sessions, most recently updated first, and the cursor of the next page."""
 
     def delete_session(self, session_id: str) -> None:
-        """Close the session if open and forget it; its id is never used again."""
+        """Close the session if open and forget it; its id is never used again.
+
+        Raises ``SessionServedElsewhere`` while another live process serves it.
+        """
 
 
 __all__ = [
@@ -333,6 +350,7 @@ __all__ = [
     "SessionHostError",
     "SessionInfo",
     "SessionLimitReached",
+    "SessionServedElsewhere",
     "UnknownModel",
     "UnknownSession",
     "WriteTextFile",

@@ -49,6 +49,7 @@ from toolprep.runtime.session_host import (
     SessionArchive,
     SessionHost,
     SessionLimitReached,
+    SessionServedElsewhere,
     UnknownModel,
     UnknownSession,
     WriteTextFile,
@@ -67,6 +68,8 @@ PERMISSION_OPTIONS = [
 SESSION_NOT_FOUND = -32002
 SESSION_LIMIT = -32001
 """A server error (the -32000 range JSON-RPC leaves to servers): no room for another session."""
+SESSION_IN_USE = -32003
+"""A server error: another live toolprep process serves the session (``data.holder`` names it)."""
 
 _STOP_POLL_S = 0.1
 
@@ -186,6 +189,10 @@ class ConnectionSink:
                 logger.info("%s answer for closed session %s dropped", method, session_id)
 
         asked.add_done_callback(relay)
+
+
+def _in_use(exc: SessionServedElsewhere) -> RpcError:
+    return RpcError(SESSION_IN_USE, str(exc), {"sessionId": exc.session_id, "holder": exc.holder})
 
 
 def _editor_answer(method: str, done: Future[Any]) -> EditorAnswer:
@@ -377,6 +384,8 @@ class AcpAgent:
             raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
         except SessionLimitReached as exc:
             raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
+        except SessionServedElsewhere as exc:
+            raise _in_use(exc) from None
         except ValueError as exc:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         with self._lock:
@@ -446,6 +455,8 @@ class AcpAgent:
             self.archive.delete_session(session_id)
         except UnknownSession as exc:
             raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+        except SessionServedElsewhere as exc:
+            raise _in_use(exc) from None
         with self._lock:
             self._sessions.discard(session_id)
         return {}

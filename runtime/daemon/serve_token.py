@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Final, Literal, assert_never
 
 from toolprep.runtime.daemon.admission import is_loopback
+from toolprep.runtime.tools.environment import SERVE_TOKEN_VARIABLE
 
 __all__ = [
     "TOKEN_ON_COMMAND_LINE",
@@ -27,7 +28,7 @@ __all__ = [
     "serve_token",
 ]
 
-TOKEN_VARIABLE: Final = "TOOLPREP_TOKEN"
+TOKEN_VARIABLE: Final = SERVE_TOKEN_VARIABLE
 TOKEN_ON_COMMAND_LINE: Final = (
     "a token on the command line is readable by every process of this machine: "
     f"use --token-file or {TOKEN_VARIABLE}"

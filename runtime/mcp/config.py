@@ -21,7 +21,7 @@ DEFAULT_CALL_TIMEOUT_S = 60.0
 @dataclass(frozen=True, slots=True)
 class McpConfig:
     """``environment`` decides what stdio servers inherit: the agent's environment minus
-    the provider credentials, exactly as for shell commands."""
+    its secrets, exactly as for shell commands."""
 
     # Below the worker front's 30 s wait for an open, so a slow server cannot leave a
     # session open in a worker whose front already gave up on it.

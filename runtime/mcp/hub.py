@@ -15,10 +15,10 @@ SIGKILL to their process groups if they linger. Every stdio server's group
 is also tracked in ``processes``, so that a forced exit (``kill_now``) or
 a worker's front, should the worker die, can kill them.
 
-Stdio servers get the agent's environment without the provider's
-credentials (``EnvironmentPolicy``, as for shell commands), plus the
-``env`` entries the client gave for that server, except any whose value is
-one of those credentials.
+Stdio servers get the agent's environment without its secrets
+(``EnvironmentPolicy``, as for shell commands), plus the ``env`` entries the
+client gave for that server as given (a token the server needs comes that
+way), except any whose value is the provider's key or the serve token.
 """
 
 from __future__ import annotations
@@ -126,9 +126,10 @@ class McpHub:
         environment = policy.environment()
         if isinstance(spec, StdioServer):
             for name, value in spec.env:
-                if value in policy.secrets:
+                if value in policy.pinned:
                     logger.warning(
-                        "MCP server %r: env %s left out, its value is a provider credential",
+                        "MCP server %r: env %s left out, its value is a provider credential "
+                        "or the serve token",
                         spec.name,
                         name,
                     )

@@ -37,6 +37,7 @@ FORWARDED_VARIABLES = (
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "TOOLPREP_SCRUB_ENV",
+    "TOOLPREP_PASS_ENV",
 )
 """What a shard's runtime reads from its environment. Shards start from the
 cluster's environment, not the front's, so the front passes these along."""

@@ -3,9 +3,17 @@
 from toolprep.runtime.session_host import SessionInfo
 from toolprep.runtime.store.session_store import (
     SessionNotStored,
+    SessionOwnedElsewhere,
     SessionStore,
     StoredSession,
     StoreError,
 )
 
-__all__ = ["SessionInfo", "SessionNotStored", "SessionStore", "StoreError", "StoredSession"]
+__all__ = [
+    "SessionInfo",
+    "SessionNotStored",
+    "SessionOwnedElsewhere",
+    "SessionStore",
+    "StoreError",
+    "StoredSession",
+]

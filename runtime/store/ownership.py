@@ -14,7 +14,7 @@ import os
 import socket
 from functools import cache
 
-__all__ = ["owner_alive", "this_process"]
+__all__ = ["describe_owner", "owner_alive", "this_process"]
 
 
 def _start_time(pid: int) -> str | None:
@@ -30,6 +30,13 @@ def _start_time(pid: int) -> str | None:
 def this_process() -> str:
     pid = os.getpid()
     return f"{socket.gethostname()}:{pid}:{_start_time(pid) or '?'}"
+
+
+def describe_owner(owner: str) -> str:
+    """``pid 1234 on HOST``: the owner as a person looks for it."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    return f"pid {pid_text} on {host}" if pid_text.isdigit() else owner
 
 
 def owner_alive(owner: str | None) -> bool:

@@ -2,8 +2,8 @@
 
 ``PRAGMA user_version`` holds the schema version. Each migration takes the
 database from version ``n`` to ``n + 1`` inside one transaction, so a file is
-either fully migrated or untouched; a file newer than this code is refused
-rather than guessed at.
+either fully migrated or untouched, and several processes may open a new
+file at once; a file newer than this code is refused rather than guessed at.
 """
 
 from __future__ import annotations
@@ -66,10 +66,14 @@ def migrate(connection: sqlite3.Connection) -> int:
     for version in range(found, SCHEMA_VERSION):
         connection.execute("BEGIN IMMEDIATE")
         try:
-            for statement in MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    connection.execute(statement)
-            connection.execute(f"PRAGMA user_version = {version + 1}")
+            # Another process opening the same new file may have taken this step while
+            # this one waited for the write lock.
+            (now,) = connection.execute("PRAGMA user_version").fetchone()
+            if now == version:
+                for statement in MIGRATIONS[version].split(";"):
+                    if statement.strip():
+                        connection.execute(statement)
+                connection.execute(f"PRAGMA user_version = {version + 1}")
         except BaseException:
             connection.execute("ROLLBACK")
             raise

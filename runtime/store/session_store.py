@@ -31,14 +31,21 @@ import orjson
 
 from toolprep.messages.content import Content
 from toolprep.messages.frames import card_change, discarded
-from toolprep.runtime.session_host import SessionInfo, UnknownSession
+from toolprep.runtime.session_host import SessionInfo, SessionServedElsewhere, UnknownSession
 from toolprep.runtime.session_title import title_of
-from toolprep.runtime.store.ownership import owner_alive, this_process
+from toolprep.runtime.store.ownership import describe_owner, owner_alive, this_process
 from toolprep.runtime.store.schema import SchemaTooNew, migrate
 from toolprep.runtime.workers.codec import dump_parts, load_parts
 from toolprep.runtime.workers.wire import WireError
 
-__all__ = ["SessionInfo", "SessionNotStored", "SessionStore", "StoreError", "StoredSession"]
+__all__ = [
+    "SessionInfo",
+    "SessionNotStored",
+    "SessionOwnedElsewhere",
+    "SessionStore",
+    "StoreError",
+    "StoredSession",
+]
 
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 
@@ -55,6 +62,14 @@ class SessionNotStored(StoreError, UnknownSession):
 
     def __init__(self, session_id: str) -> None:
         UnknownSession.__init__(self, session_id)
+
+
+class SessionOwnedElsewhere(StoreError, SessionServedElsewhere):
+    """Another live process owns the session (see ``ownership``); ``owner`` is its name."""
+
+    def __init__(self, session_id: str, owner: str) -> None:
+        SessionServedElsewhere.__init__(self, session_id, describe_owner(owner))
+        self.owner = owner
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +208,14 @@ class SessionStore:
             db.execute("UPDATE sessions SET model = ? WHERE id = ?", (model, session_id))
 
     def delete(self, session_id: str) -> None:
-        """Forget the session's content; its id stays taken so it is never reused."""
+        """Forget the session's content; its id stays taken so it is never reused.
+
+        Refused (``SessionOwnedElsewhere``) while another live process serves
+        the session: it would go on writing to a session that is gone.
+        """
         with self._transaction(f"delete session {session_id}") as db:
             self._require(db, session_id)
+            self._refuse_if_served_elsewhere(db, session_id)
             for table in ("frames", "open_cards", "history"):
                 db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
             db.execute("UPDATE sessions SET deleted = 1, title = NULL WHERE id = ?", (session_id,))
@@ -203,18 +223,12 @@ class SessionStore:
     def claim(self, session_id: str) -> None:
         """Make this process the session's owner, unless a live process serves it.
 
-        Called before a stored session is opened again; raises ``StoreError``
-        naming the owner if it still runs.
+        Called before a stored session is opened again; raises
+        ``SessionOwnedElsewhere`` naming the owner if it still runs.
         """
         with self._transaction(f"claim session {session_id}") as db:
             self._require(db, session_id)
-            (owner,) = db.execute(
-                "SELECT owner FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-            if owner != self.owner and owner_alive(owner):
-                raise StoreError(
-                    f"session {session_id} is open in another toolprep process ({owner})"
-                )
+            self._refuse_if_served_elsewhere(db, session_id)
             db.execute("UPDATE sessions SET owner = ? WHERE id = ?", (self.owner, session_id))
 
     def release(self, session_id: str) -> None:
@@ -348,6 +362,11 @@ class SessionStore:
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot {doing} in {self.path}: {exc}") from None
+
+    def _refuse_if_served_elsewhere(self, db: sqlite3.Connection, session_id: str) -> None:
+        (owner,) = db.execute("SELECT owner FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if owner is not None and owner != self.owner and owner_alive(owner):
+            raise SessionOwnedElsewhere(session_id, owner)
 
     @staticmethod
     def _require(db: sqlite3.Connection, session_id: str) -> SessionInfo:

@@ -3,11 +3,11 @@
 The command runs in its own process group so a timeout or a cancelled turn
 can stop it together with everything it spawned; a group that outlives its
 command (background children) stays in ``processes`` for the host to stop
-when the turn ends. The command gets the agent's environment without the
-provider's credentials (``EnvironmentPolicy``), and those are masked in its
-output too. Output (stdout and stderr interleaved, as a terminal would show
-them) is read incrementally into a head+tail buffer, so a command printing
-gigabytes costs a fixed amount of memory. Unless the config pre-approves it,
+when the turn ends. The command gets the agent's environment without its
+secrets (``EnvironmentPolicy``), and those are masked in its output too.
+Output (stdout and stderr interleaved, as a terminal would show them) is
+read incrementally into a head+tail buffer, so a command printing gigabytes
+costs a fixed amount of memory. Unless the config pre-approves it,
 the command needs the client's permission first (asked by ``BuiltinTool.run``).
 """
 

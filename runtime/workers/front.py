@@ -29,7 +29,7 @@ import signal
 import threading
 import time
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -52,6 +52,7 @@ from toolprep.runtime.session_host import (
     SessionConfig,
     SessionHostError,
     SessionInfo,
+    SessionServedElsewhere,
     UnknownModel,
     UnknownSession,
 )
@@ -82,6 +83,9 @@ ON_READER_THREAD = (
     "waiting for a worker's reply on a worker's reader thread would stall its frames "
     "until the call timed out; call {call} from another thread"
 )
+
+_CLOSES_REMEMBERED = 4096
+"""Closed sessions whose worker the front remembers (a reopen soon after goes there)."""
 
 
 class WorkerCrashed(SessionHostError):
@@ -174,6 +178,9 @@ class WorkerHost:
         self._store = store
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
+        # Where each recently closed session ran: opened again, it goes back there, where
+        # its runtime lets it in only once its last close is written.
+        self._closed_on: OrderedDict[str, _Worker] = OrderedDict()
         self._call_ids = itertools.count(1)
         self._closed = False
         self._max_restarts = max_restarts
@@ -231,7 +238,8 @@ class WorkerHost:
             live = [w for w in self._workers if w.alive]
             if not live:
                 raise WorkerCrashed("no worker process is running")
-            worker = min(live, key=lambda w: len(w.sessions))
+            last = self._closed_on.pop(session_id, None)
+            worker = last if last in live else min(live, key=lambda w: len(w.sessions))
             session = _Session(session_id, sink, cwd, editor, worker, mcp_servers=mcp_servers)
             self._sessions[session_id] = session
             worker.sessions[session_id] = session
@@ -337,6 +345,9 @@ class WorkerHost:
             if not session.prompts:
                 worker.sessions.pop(session_id, None)
             waiting = self._take_deferred(session)
+            self._closed_on[session_id] = worker
+            while len(self._closed_on) > _CLOSES_REMEMBERED:
+                self._closed_on.popitem(last=False)
         for _payload, later in waiting:
             later.set_result(TurnResult("cancelled"))
         self._send(worker, ["close", session_id])
@@ -529,6 +540,8 @@ class WorkerHost:
                 self._settle(worker, call_id, value, None)
             case ["raised", int(call_id), "unknown_model", str(model), list(models)]:
                 self._settle(worker, call_id, None, UnknownModel(model, models))
+            case ["raised", int(call_id), "served_elsewhere", str(sid), str(holder)]:
+                self._settle(worker, call_id, None, SessionServedElsewhere(sid, holder))
             case ["raised", int(call_id), str(kind), str(message)]:
                 self._settle(worker, call_id, None, _error(kind, message))
             case _:

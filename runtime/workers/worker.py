@@ -35,9 +35,11 @@ from toolprep.runtime.session_host import (
     ClientRequest,
     EditorCapabilities,
     HostClosed,
+    SessionServedElsewhere,
     UnknownModel,
     UnknownSession,
 )
+from toolprep.runtime.stop_signals import dump_stacks_on_signal
 from toolprep.runtime.workers.codec import (
     dump_config,
     dump_request,
@@ -202,6 +204,11 @@ class WorkerLoop:
             case UnknownModel():  # the front raises it again, naming the choices
                 self.writer.write(["raised", call_id, "unknown_model", exc.model, exc.models])
                 return
+            case SessionServedElsewhere():  # raised again too, naming the process
+                self.writer.write(
+                    ["raised", call_id, "served_elsewhere", exc.session_id, exc.holder]
+                )
+                return
             case UnknownSession():
                 kind = "unknown_session"
             case HostClosed():
@@ -233,13 +240,20 @@ def _stop_tools_and_exit(runtime: Runtime) -> Callable[[int, FrameType | None], 
     return handle
 
 
+def _front_stops_this_worker(signum: int, frame: FrameType | None) -> None:
+    """SIGHUP: nothing to do here, the front ends this worker through the pipe."""
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m toolprep.runtime.workers.worker FACTORY CONFIG", file=sys.stderr)
         return 2
-    # The front stops workers through the pipe; an interrupt aimed at the whole
-    # process group (Ctrl-C in a terminal) must not kill them under it.
+    # The front stops workers through the pipe; an interrupt or a hangup aimed at the
+    # whole process group (Ctrl-C, a closed terminal) must not kill them under it.
+    # SIGHUP gets a handler rather than SIG_IGN, which tool processes would inherit.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, _front_stops_this_worker)
+    dump_stacks_on_signal()  # Ctrl-\ dumps the workers' stacks along with the front's
     frames_out = os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to stderr
     sys.stdout = sys.stderr

@@ -1,14 +1,17 @@
-"""SIGTERM / SIGINT end the agent the way stdin EOF does, over real stdio.
+"""SIGTERM / SIGINT / SIGHUP end the agent the way stdin EOF does, over real stdio.
 
 Whatever the agent is doing (streaming a tool call, running a command,
 idle), a stop signal must leave the client with every prompt answered and
 every card terminal, stop tool processes, and exit 0 without a traceback; a
-second signal while shutdown is still busy forces the process out.
+second signal while shutdown is still busy forces the process out. SIGQUIT
+and SIGUSR1 only dump the threads' stacks to stderr: the agent goes on.
 """
 
 from __future__ import annotations
 
+import re
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,8 @@ from tests.support.processes import gone_within, pid_from
 from tests.support.runtime_harness import check_cards, is_preparing, lifecycle
 
 KIND = "anthropic"
-STOP_SIGNALS = [signal.SIGTERM, signal.SIGINT]
+STOP_SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
+DUMP_SIGNALS = [signal.SIGQUIT, signal.SIGUSR1]
 DEADLINE_S = 30.0  # far above what a clean stop takes; only a hang comes near it
 WORKERS = ["1", "2"]  # tools in this process, or in worker processes behind the front
 
@@ -158,3 +162,35 @@ def test_second_signal_forces_exit_while_shutdown_waits(
     assert gone_within(pids[0], DEADLINE_S)
     _assert_clean_stderr(agent)
     assert "second stop signal" in agent.stderr()
+
+
+def _has_stack_dump(log: str) -> bool:
+    """faulthandler's format: a ``Thread 0x...`` header, then ``File "...", line N`` lines."""
+    return (
+        re.search(r"^(Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):$", log, re.M)
+        is not None
+        and re.search(r'^  File ".+", line \d+ in \w+$', log, re.M) is not None
+    )
+
+
+@pytest.mark.parametrize("signum", DUMP_SIGNALS, ids=lambda s: s.name)
+def test_dump_signal_prints_the_stacks_and_the_agent_goes_on(
+    signum: signal.Signals,
+    server: FakeProviderServer,
+    tmp_path: Path,
+    agents: list[AgentProcess],
+) -> None:
+    server.enqueue(sc.ok(sc.text_turn(KIND, "still here")))
+    agent = _start(server, tmp_path, agents)
+    session_id = agent.start_session(tmp_path)
+    agent.process.send_signal(signum)
+    deadline = time.monotonic() + DEADLINE_S
+    while not _has_stack_dump(agent.stderr()) and time.monotonic() < deadline:
+        assert agent.process.poll() is None, agent.stderr()
+        time.sleep(0.05)
+    assert _has_stack_dump(agent.stderr()), agent.stderr()
+    # The same process answers a prompt afterwards, and still stops cleanly.
+    assert agent.reply(agent.prompt(session_id))["result"]["stopReason"] == "end_turn"
+    agent.close_input()
+    assert agent.wait_exit(DEADLINE_S) == 0
+    _assert_clean_stderr(agent)

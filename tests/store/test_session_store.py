@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import socket
 import sqlite3
 import subprocess
@@ -23,7 +25,7 @@ from toolprep.messages.content import (
     ThoughtPart,
 )
 from toolprep.runtime.session_host import UnknownSession
-from toolprep.runtime.store import SessionStore, StoreError
+from toolprep.runtime.store import SessionOwnedElsewhere, SessionStore, StoreError
 from toolprep.runtime.store.schema import SCHEMA_VERSION
 
 HISTORY = (
@@ -55,6 +57,12 @@ TURN = [
     fr.tool_result("call_1", "read_file", ok=True, content=[], raw_output="x"),
     fr.agent_message_chunk("Done."),
 ]
+
+
+_SERVED_HERE = (
+    rf"session sess_live is served by another live toolprep process "
+    rf"\(pid {os.getpid()} on {re.escape(socket.gethostname())}\)"
+)
 
 
 def _dead_owner() -> str:
@@ -209,9 +217,24 @@ def test_only_cards_of_processes_that_are_gone_are_discarded(db: Path) -> None:
         assert starting.close_open_cards() == 1  # the dead owner's card only
         assert lifecycle(list(starting.load("sess_dead").frames))["call_1"][-1] == "discarded"
         assert lifecycle(list(starting.load("sess_live").frames)) == {"call_1": ["preparing"]}
-        with pytest.raises(StoreError, match="sess_live is open in another toolprep process"):
+        with pytest.raises(SessionOwnedElsewhere, match=_SERVED_HERE):
             starting.claim("sess_live")
         starting.claim("sess_dead")  # nobody serves it: the new process takes it over
         serving.release("sess_live")
         starting.claim("sess_live")
         assert starting.close_open_cards("sess_live") == 1  # claimed to be opened again
+
+
+def test_a_session_a_live_process_serves_cannot_be_deleted_by_another(db: Path) -> None:
+    with SessionStore(db, owner=_dead_owner()) as crashed:
+        crashed.create("sess_dead", "/work")
+    with SessionStore(db) as serving, SessionStore(db, owner="elsewhere:1:1") as other:
+        serving.create("sess_live", "/work")  # served by this (live) test process
+        with pytest.raises(SessionOwnedElsewhere, match=_SERVED_HERE):
+            other.delete("sess_live")
+        assert serving.info("sess_live").session_id == "sess_live"  # still there, untouched
+        other.delete("sess_dead")  # its process is gone: anyone may delete it
+        serving.release("sess_live")
+        other.delete("sess_live")  # released: no longer served
+        with pytest.raises(UnknownSession):
+            other.info("sess_live")

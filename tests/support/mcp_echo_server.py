@@ -7,7 +7,7 @@ whose number it writes to PORT-FILE. ``--tag WORD`` is ignored: it marks
 the process so a test can find it in the process table.
 
 Its tools cover what the agent must handle: an answer (``echo``), a
-read-only probe (``env_has``, ``pid``), a process that dies mid-call
+read-only probe (``env_has``, ``environ``, ``pid``), a process that dies mid-call
 (``crash``) and one that does not answer in time (``sleep``).
 """
 
@@ -35,6 +35,13 @@ def echo(text: str) -> str:
 @server.tool(description="Whether an environment variable is set.", annotations=READ_ONLY)
 def env_has(name: str) -> str:
     return f"{name} is {'set' if name in os.environ else 'not set'}"
+
+
+@server.tool(
+    description="This server's whole environment, NAME=value per line.", annotations=READ_ONLY
+)
+def environ() -> str:
+    return "\n".join(f"{name}={value}" for name, value in sorted(os.environ.items()))
 
 
 @server.tool(description="This server's process id.", annotations=READ_ONLY)

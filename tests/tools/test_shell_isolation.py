@@ -13,10 +13,15 @@ from typing import Any
 import pytest
 
 from tests.support.processes import alive, gone_within
-from toolprep.runtime.config import SCRUB_ENV_VARIABLE, resolve_settings, scrubbed_variable_names
+from toolprep.runtime.config import resolve_settings, scrubbed_variable_names
 from toolprep.runtime.tools.base import ToolContext, ToolError
 from toolprep.runtime.tools.config import ToolConfig
-from toolprep.runtime.tools.environment import REDACTED, EnvironmentPolicy
+from toolprep.runtime.tools.environment import (
+    PASS_ENV_VARIABLE,
+    REDACTED,
+    SCRUB_ENV_VARIABLE,
+    EnvironmentPolicy,
+)
 from toolprep.runtime.tools.process_groups import ProcessGroups, group_exists
 from toolprep.runtime.tools.shell import RunShellCommandTool, command_title
 
@@ -93,6 +98,7 @@ def test_user_names_come_from_the_option_and_the_variable() -> None:
         "DB_PASSWORD",
         "SENTRY_DSN",
         SCRUB_ENV_VARIABLE,
+        PASS_ENV_VARIABLE,
     }
     with pytest.raises(ValueError, match=r"--scrub-env: 'A B' is not an environment variable"):
         scrubbed_variable_names(["A B"], {})
