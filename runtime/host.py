@@ -216,6 +216,7 @@ class Runtime:
         own ``SessionSink``, which answers permission requests with a future
         (it cannot cross a process, so it is no part of the boundary).
         """
+        self.mcp.check(mcp_servers)  # before anything of the session exists
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
         resolved = str(Path(cwd).resolve())
         self._await_close(session_id)
@@ -239,6 +240,7 @@ class Runtime:
         """
         if self.store is None:
             raise UnknownSession(session_id)
+        self.mcp.check(mcp_servers)
         with self._lock:
             if session_id in self._sessions:
                 raise ValueError(f"a session with this id is already open: {session_id}")

@@ -35,6 +35,7 @@ from toolprep.runtime.acp.errors import (
 )
 from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, OversizedMessage
 from toolprep.runtime.acp.prompt_content import prompt_to_parts
+from toolprep.runtime.mcp.policy import McpRefused
 from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers
 from toolprep.runtime.session_host import (
     ClientRequest,
@@ -328,6 +329,8 @@ class AcpAgent:
             )
         except SessionLimitReached as exc:
             raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
+        except McpRefused as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         with self._lock:
             self._sessions.add(session_id)
         return {"sessionId": session_id, "configOptions": self._config_options(session_id)}

@@ -63,6 +63,11 @@ class McpHub:
         self._lock = threading.Lock()
         self._sessions: dict[str, _SessionServers] = {}
 
+    def check(self, specs: Sequence[McpServerSpec]) -> None:
+        """Raise ``McpRefused`` if the policy does not allow one of ``specs``; starts nothing."""
+        if specs:
+            self.config.policy.check(specs)
+
     def open(self, session_id: str, cwd: str, specs: Sequence[McpServerSpec]) -> ToolRegistry:
         """Start ``specs`` for ``session_id``; returns the tools of those that came up."""
         if not specs:

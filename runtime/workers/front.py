@@ -36,6 +36,7 @@ from toolprep.messages.content import Part
 from toolprep.messages.frames import discarded
 from toolprep.messages.permissions import PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult
+from toolprep.runtime.mcp.policy import McpRefused
 from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.session_host import (
     NO_EDITOR,
@@ -641,6 +642,8 @@ def _error(kind: str, message: str) -> Exception:
             return SessionHostError(message)
         case "host_closed":
             return HostClosed(message)
+        case "mcp_refused":
+            return McpRefused(message)
         case "invalid":
             return ValueError(message)
         case _:
