@@ -64,6 +64,14 @@ class ListedTool:
     read_only: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """The tools a server listed, at most ``max_tools``; ``cut`` if it listed more."""
+
+    tools: list[ListedTool]
+    cut: bool
+
+
 class McpConnection:
     """``spec`` connected for one session; ``on_process(pid, live)`` hears of its process."""
 
@@ -95,14 +103,14 @@ class McpConnection:
 
     # --- opening ---------------------------------------------------------------------------
 
-    async def open(self) -> list[ListedTool]:
+    async def open(self) -> Listing:
         """Connect and list the tools; ``StartFailed`` names why not."""
-        listed: asyncio.Future[list[ListedTool]] = asyncio.get_running_loop().create_future()
+        listed: asyncio.Future[Listing] = asyncio.get_running_loop().create_future()
         self._closing = asyncio.Event()
         self._runner = asyncio.create_task(self._run(listed), name=f"mcp-{self.name}")
         return await listed
 
-    async def _run(self, listed: asyncio.Future[list[ListedTool]]) -> None:
+    async def _run(self, listed: asyncio.Future[Listing]) -> None:
         assert self._closing is not None
         try:
             # No SDK read timeout: the hub bounds the start and each tool bounds its call,
@@ -113,7 +121,7 @@ class McpConnection:
                 client_info=Implementation(name="toolprep", version="1"),
             )
             async with client:
-                tools = await _list_tools(client)
+                tools = await _list_tools(client, self._config.max_tools)
                 self._client = client
                 self._set("ready")
                 listed.set_result(tools)
@@ -212,12 +220,15 @@ class McpConnection:
         await asyncio.wait({runner})
 
 
-async def _list_tools(client: Client) -> list[ListedTool]:
+async def _list_tools(client: Client, max_tools: int) -> Listing:
+    """The first ``max_tools`` tools; the pages after the one that passes it are not asked for."""
     tools: list[ListedTool] = []
     cursor: str | None = None
     for _ in range(MAX_LIST_PAGES):
         page = await client.list_tools(cursor=cursor)
         for tool in page.tools:
+            if len(tools) == max_tools:
+                return Listing(tools, cut=True)
             annotations = tool.annotations
             tools.append(
                 ListedTool(
@@ -231,7 +242,7 @@ async def _list_tools(client: Client) -> list[ListedTool]:
         cursor = page.next_cursor
         if cursor is None:
             break
-    return tools
+    return Listing(tools, cut=False)
 
 
 @asynccontextmanager

@@ -4,7 +4,8 @@ Run as ``python -m tests.support.mcp_echo_server`` (stdio, what the agent
 launches for an ``McpServerStdio``), or with ``--http PORT-FILE`` /
 ``--sse PORT-FILE`` to serve Streamable HTTP / SSE on a free loopback port
 whose number it writes to PORT-FILE. ``--tag WORD`` is ignored: it marks
-the process so a test can find it in the process table.
+the process so a test can find it in the process table. ``--bulk-tools N``
+lists N more tools (``bulk_0``...), as a hostile server might.
 
 Its tools cover what the agent must handle: an answer (``echo``), a
 read-only probe (``env_has``, ``pid``), a process that dies mid-call
@@ -13,6 +14,7 @@ read-only probe (``env_has``, ``pid``), a process that dies mid-call
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import sys
@@ -20,9 +22,23 @@ import time
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
+from mcp.types import Tool, ToolAnnotations
 
-server = MCPServer("echo")
+
+class EchoServer(MCPServer):
+    """Lists ``bulk_tools`` tools more than it registered; calling one is an unknown tool."""
+
+    bulk_tools = 0
+
+    async def list_tools(self) -> list[Tool]:
+        bulk = [
+            Tool(name=f"bulk_{i}", description="One of many.", input_schema={"type": "object"})
+            for i in range(self.bulk_tools)
+        ]
+        return [*await super().list_tools(), *bulk]
+
+
+server = EchoServer("echo")
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 
@@ -62,13 +78,20 @@ def _free_port() -> int:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) >= 2 and argv[0] == "--tag":
-        argv = argv[2:]
-    if len(argv) == 2 and argv[0] in ("--http", "--sse"):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tag")
+    parser.add_argument("--bulk-tools", type=int, default=0)
+    served = parser.add_mutually_exclusive_group()
+    served.add_argument("--http", type=Path, metavar="PORT-FILE")
+    served.add_argument("--sse", type=Path, metavar="PORT-FILE")
+    args = parser.parse_args(argv)
+    server.bulk_tools = args.bulk_tools
+    port_file = args.http or args.sse
+    if port_file is not None:
         port = _free_port()
         # Written before serving: the test polls the port until it accepts.
-        Path(argv[1]).write_text(f"{port}\n")
-        if argv[0] == "--http":
+        port_file.write_text(f"{port}\n")
+        if args.http is not None:
             server.run("streamable-http", host="127.0.0.1", port=port)
         else:
             server.run("sse", host="127.0.0.1", port=port)
