@@ -15,7 +15,8 @@ the start of the session's first turn (``notes``).
 
 Closing the session (``session/close``, the end of the connection, the
 runtime's shutdown) stops its servers: stdin closed, then SIGTERM and
-SIGKILL to their process groups if they linger. Every stdio server's group
+SIGKILL to their process groups if they linger, then SIGKILL to whatever
+they started that left their groups (``runtime.mcp.stdio``). Every stdio server's group
 is also tracked in ``processes``, so that a forced exit (``kill_now``) or
 a worker's front, should the worker die, can kill them.
 

@@ -1,13 +1,15 @@
-"""A hostile MCP server is bounded: what it lists is capped, and its session alone pays.
+"""A hostile MCP server is bounded: what it lists is capped, its session alone pays, and
+what it starts ends with the session even if it left the server's process group.
 
-The real ``toolprep acp`` (every session in one process, the worst case for
-a neighbour) with the loopback provider, and a real MCP server process
-listing 20,000 tools.
+The real ``toolprep acp`` with the loopback provider, and real MCP server
+processes: one listing 20,000 tools (every session in one process, the
+worst case for a neighbour), one that starts detached ``sleep`` processes.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from tests.acp.conftest import REPO, agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer
+from tests.support.processes import alive, gone_within
 from tests.support.runtime_harness import message_text
 
 KIND = "anthropic"
@@ -78,3 +81,45 @@ def test_a_server_listing_twenty_thousand_tools_is_cut_and_its_neighbour_goes_on
     assert crowded_text.count(note) == 1
     assert crowded_text.endswith("Crowded.Again.")
     assert message_text(agent.updates(calm)) == "Calm."
+
+
+def _pids_in(path: Path, seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} was never written"
+        time.sleep(0.05)
+    return [int(line) for line in path.read_text().split()]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_processes_a_server_detached_from_its_group_end_with_the_session(
+    workers: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "detached.pids"
+    detaching = {
+        "name": "detaching",
+        "command": sys.executable,
+        "args": ["-m", "tests.support.mcp_echo_server", "--detach", str(pid_file)],
+        "env": [{"name": "PYTHONPATH", "value": str(REPO)}],
+    }
+    with FakeProviderServer() as server:
+        command, env = agent_command(KIND, server, "--no-persist", "--workers", workers)
+        agent = AgentProcess(command, env, REPO, tmp_path / "stderr.log")
+        try:
+            agent.reply(agent.request("initialize", {"protocolVersion": 1}))
+            new = {"cwd": str(tmp_path), "mcpServers": [detaching]}
+            session_id = agent.reply(agent.request("session/new", new), OPEN_TIMEOUT_S)["result"][
+                "sessionId"
+            ]
+            detached = _pids_in(pid_file, OPEN_TIMEOUT_S)
+            assert len(detached) == 2
+            assert all(alive(pid) for pid in detached)
+            closed = agent.request("session/close", {"sessionId": session_id})
+            assert "result" in agent.reply(closed)
+            # Gone while the agent still runs: the session's close ended them.
+            for pid in detached:
+                assert gone_within(pid, OPEN_TIMEOUT_S), f"process {pid} outlived the session"
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
