@@ -33,6 +33,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import Implementation
 
 from toolprep.runtime.mcp.config import McpConfig
+from toolprep.runtime.mcp.guarded_http import public_only_client
 from toolprep.runtime.mcp.results import to_output
 from toolprep.runtime.mcp.specs import HttpServer, McpServerSpec, StdioServer
 from toolprep.runtime.mcp.stdio import ServerProcess, describe_exit, stdio_transport
@@ -149,11 +150,18 @@ class McpConnection:
                     self.process, max_message_bytes=self._config.max_message_bytes
                 )
             case HttpServer(transport="sse"):
-                return sse_client(spec.url, headers=dict(spec.headers))
+                factory = create_mcp_http_client if self._any_address else public_only_client
+                headers = dict(spec.headers)
+                return sse_client(spec.url, headers=headers, httpx_client_factory=factory)
             case HttpServer():
-                return _streamable_http(spec.url, dict(spec.headers))
+                return _streamable_http(spec.url, dict(spec.headers), self._any_address)
             case _:
                 assert_never(spec)
+
+    @property
+    def _any_address(self) -> bool:
+        """Whether the policy lets HTTP servers be on any address (else: public ones only)."""
+        return self._config.policy.any_address
 
     def _why(self, exc: BaseException) -> str:
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # a task group's
@@ -246,9 +254,12 @@ async def _list_tools(client: Client, max_tools: int) -> Listing:
 
 
 @asynccontextmanager
-async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncIterator[TransportStreams]:
+async def _streamable_http(
+    url: str, headers: dict[str, str], any_address: bool
+) -> AsyncIterator[TransportStreams]:
+    client = create_mcp_http_client if any_address else public_only_client
     async with (
-        create_mcp_http_client(headers=headers) as http,
+        client(headers=headers) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams

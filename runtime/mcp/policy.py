@@ -20,7 +20,10 @@ the client's behalf. So the daemon refuses both unless it was started with
   ``::ffff:127.0.0.1``, NAT64, 6to4 and Teredo, is judged by the IPv4 it
   carries).
 
-``check`` raises ``McpRefused`` before anything is started. The policy is
+``check`` raises ``McpRefused`` before anything is started; without
+``--allow-mcp-network`` the HTTP client judges every request's addresses
+again (``runtime.mcp.guarded_http``), so a host name resolving elsewhere
+after the check gains nothing. The policy is
 plain frozen data with an options form (``to_options`` / ``from_options``),
 so it crosses to worker processes with the other runtime options and each
 process that starts servers checks again.
