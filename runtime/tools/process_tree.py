@@ -37,7 +37,8 @@ _LAUNCHER = (
     "except OSError as exc:\n"
     "    sys.exit(f'cannot start {sys.argv[1]!r}: {exc.strerror}')\n"
 )
-"""Run with ``-S`` (no site import): only ``ctypes`` is loaded before the ``exec``."""
+"""Run isolated (``-I``: no ``PYTHON*`` variables, so an ``env`` entry cannot choose what it
+imports) and without ``site`` (``-S``): only ``ctypes`` is loaded before the ``exec``."""
 
 Tree = Mapping[int, str]
 """Pid to its start time (clock ticks since boot), so a pid reused later is not mistaken."""
@@ -50,7 +51,7 @@ def subreaper_argv(argv: Sequence[str]) -> list[str]:
     """``argv`` run as a child subreaper (the same process, after one ``exec``)."""
     if not sys.platform.startswith("linux"):
         return list(argv)
-    return [sys.executable, "-S", "-c", _LAUNCHER, *argv]
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv]
 
 
 def executable_or_raise(command: str, *, cwd: str, env: Mapping[str, str]) -> None:
