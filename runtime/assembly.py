@@ -25,6 +25,7 @@ from toolprep.runtime.config import (
     scrubbed_variable_names,
 )
 from toolprep.runtime.event_loops import check_event_loop
+from toolprep.runtime.mcp.policy import McpPolicy
 
 if TYPE_CHECKING:
     from toolprep.runtime.host import Runtime
@@ -44,11 +45,17 @@ RUNTIME_OPTIONS = (
     "scrub_env",
     "pass_env",
     "mcp_call_timeout",
+    "max_mcp_tools",
     "log_level",
     "data_dir",
     "event_loop",
 )
-"""The ``toolprep acp`` options that shape a runtime (and so travel to workers)."""
+"""The ``toolprep acp`` options that shape a runtime (and so travel to workers).
+
+Beside them, ``mcp_policy`` (``McpPolicy.to_options()``) says which MCP servers
+clients may name; the command line sets it per command, and a runtime built
+without it allows clients none.
+"""
 
 STORE_FILE = "sessions.db"
 
@@ -69,6 +76,10 @@ def check_options(options: Mapping[str, Any]) -> None:
     timeout = options.get("mcp_call_timeout")
     if timeout is not None and not timeout > 0:
         raise ValueError(f"--mcp-call-timeout must be > 0, got {timeout}")
+    max_tools = options.get("max_mcp_tools")
+    if max_tools is not None and max_tools < 1:
+        raise ValueError(f"--max-mcp-tools must be >= 1, got {max_tools}")
+    McpPolicy.from_options(options.get("mcp_policy"))
     if settings.provider == "replay":
         from toolprep.runtime.providers.replay_script import ReplayScript
 
@@ -103,7 +114,7 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     """
     from toolprep.runtime.config import build_routes
     from toolprep.runtime.host import Runtime, RuntimeConfig
-    from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, McpConfig
+    from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOLS, McpConfig
     from toolprep.runtime.retry import RetryPolicy
     from toolprep.runtime.store import SessionStore
     from toolprep.runtime.tools.config import ToolConfig
@@ -123,7 +134,9 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     # MCP servers inherit what shell commands inherit: no secrets.
     mcp = McpConfig(
         call_timeout_s=options.get("mcp_call_timeout") or DEFAULT_CALL_TIMEOUT_S,
+        max_tools=options.get("max_mcp_tools") or DEFAULT_MAX_TOOLS,
         environment=environment,
+        policy=McpPolicy.from_options(options.get("mcp_policy")),
     )
     config = RuntimeConfig(
         retry=retry, event_loop=check_event_loop(options.get("event_loop", "auto"))

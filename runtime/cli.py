@@ -23,7 +23,8 @@ from toolprep.runtime.assembly import RUNTIME_OPTIONS, check_options, configure_
 from toolprep.runtime.config import DEFAULT_MODELS
 from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
 from toolprep.runtime.event_loops import EVENT_LOOPS
-from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S
+from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOLS
+from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.process_tuning import tune_process_for_daemon
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
@@ -163,6 +164,14 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_CALL_TIMEOUT_S:g})",
     )
     acp.add_argument(
+        "--max-mcp-tools",
+        type=int,
+        default=DEFAULT_MAX_TOOLS,
+        metavar="N",
+        help="tools offered per MCP server of a session; a server listing more has the rest "
+        f"left out, with a warning (default {DEFAULT_MAX_TOOLS})",
+    )
+    acp.add_argument(
         "--event-loop",
         choices=EVENT_LOOPS,
         default="auto",
@@ -264,6 +273,7 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="how long a session's running turn goes on with no client attached before it "
         f"is cancelled, and an idle one stays open (default {DEFAULT_GRACE_S:g})",
     )
+    _client_mcp_arguments(serve)
     serve.add_argument(
         "--ray",
         default=None,
@@ -350,6 +360,38 @@ def _connect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
 
 
+def _client_mcp_arguments(serve: argparse.ArgumentParser) -> None:
+    """What a daemon's clients may name in ``mcpServers``: by default, nothing."""
+    serve.add_argument(
+        "--allow-mcp-command",
+        action="append",
+        default=[],
+        metavar="PROGRAM",
+        help="let clients start stdio MCP servers whose command is exactly PROGRAM, with "
+        "whatever arguments and env they give (repeatable; default: none, since a client "
+        "could otherwise run any program as you)",
+    )
+    serve.add_argument(
+        "--allow-client-mcp",
+        action="store_true",
+        help="let clients start stdio MCP servers with any command (default: off)",
+    )
+    serve.add_argument(
+        "--allow-mcp-network",
+        action="store_true",
+        help="let clients name http/sse MCP servers on any address (default: public "
+        "addresses only, never loopback, private, link-local or other internal ones)",
+    )
+
+
+def _client_mcp_policy(args: argparse.Namespace) -> McpPolicy:
+    return McpPolicy(
+        any_command=args.allow_client_mcp,
+        commands=frozenset(args.allow_mcp_command),
+        any_address=args.allow_mcp_network,
+    )
+
+
 def _demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = sub.add_parser(
         "demo",
@@ -429,9 +471,11 @@ class _Hosted(NamedTuple):
     """This process's connection to the store, closed (checkpointing the WAL) at exit."""
 
 
-def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
+def _build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPolicy) -> _Hosted:
     """The sessions' host from the runtime options: this process, or ``--workers`` processes
     (``serve`` leaves it unset: one per core).
+
+    ``mcp_policy`` says which MCP servers clients may name; it travels with the options.
 
     Raises ``ValueError``, ``OSError``, ``SessionHostError`` or ``StoreError``
     for options it cannot be built from.
@@ -453,6 +497,7 @@ def _build_host(args: argparse.Namespace, stop: StopSignals) -> _Hosted:
         args.data_dir = str(default_data_dir())
     options: dict[str, object] = {name: getattr(args, name) for name in RUNTIME_OPTIONS}
     options["store_owner"] = this_process()  # the workers own sessions in this process's name
+    options["mcp_policy"] = mcp_policy.to_options()
     workers = default_worker_count() if args.workers is None else args.workers
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
@@ -510,7 +555,8 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr
     try:
-        hosted = _build_host(args, stop)
+        # The client is the editor that launched this process: its servers are the user's.
+        hosted = _build_host(args, stop, McpPolicy.trusted())
     except _start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
@@ -561,7 +607,8 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
         os.environ[SERVE_TOKEN_VARIABLE] = token.value
         origins = frozenset(parse_allowed_origin(origin) for origin in args.allow_origin)
         check_arguments(args)
-        hosted = _build_host(args, stop)
+        mcp_policy = _client_mcp_policy(args)
+        hosted = _build_host(args, stop, mcp_policy)
     except _start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
@@ -573,6 +620,7 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
         hosted.archive,
         max_sessions=args.max_sessions,
         grace_s=args.disconnect_grace,
+        mcp_policy=mcp_policy,
     )
     try:
         server = AcpServer(

@@ -41,7 +41,7 @@ from toolprep.actors.session_supervisor import SessionSupervisor, SupervisorStat
 from toolprep.actors.stream_reader import ModelRoute, ReaderState, StreamReader
 from toolprep.actors.tool_executor import ExecutorState, ToolExecutor
 from toolprep.messages.content import Content, Part
-from toolprep.messages.frames import config_option_update
+from toolprep.messages.frames import agent_message_chunk, config_option_update
 from toolprep.messages.turns import (
     AttachSink,
     CancelTurn,
@@ -217,6 +217,7 @@ class Runtime:
         own ``SessionSink``, which answers permission requests with a future
         (it cannot cross a process, so it is no part of the boundary).
         """
+        self.mcp.check(mcp_servers)  # before anything of the session exists
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
         resolved = str(Path(cwd).resolve())
         self._await_close(session_id)
@@ -240,6 +241,7 @@ class Runtime:
         """
         if self.store is None:
             raise UnknownSession(session_id)
+        self.mcp.check(mcp_servers)
         with self._lock:
             if session_id in self._sessions:
                 raise ValueError(f"a session with this id is already open: {session_id}")
@@ -402,6 +404,11 @@ class Runtime:
                 raise UnknownSession(session_id)
             self._outstanding[session_id] += 1
         reply.add_done_callback(lambda _done: self._prompt_done(session_id))
+        notes = self.mcp.take_notes(session_id)
+        if notes:
+            # Told before the turn starts, so they come first in the emitter's queue.
+            updates = tuple(agent_message_chunk(note) for note in notes)
+            self.directory.tell(EMITTER, WriteFrames(session_id, updates))
         self.directory.tell(SUPERVISOR, StartTurn(session_id, tuple(parts), reply, user_message))
         return reply
 

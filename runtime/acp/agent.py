@@ -36,6 +36,7 @@ from toolprep.runtime.acp.errors import (
 from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, OversizedMessage
 from toolprep.runtime.acp.own_prompts import OwnPrompts
 from toolprep.runtime.acp.prompt_content import parse_prompt
+from toolprep.runtime.mcp.policy import McpRefused
 from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers
 from toolprep.runtime.session_host import (
     ClientRequest,
@@ -341,6 +342,8 @@ class AcpAgent:
             )
         except SessionLimitReached as exc:
             raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
+        except McpRefused as exc:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         with self._lock:
             self._sessions.add(session_id)
         return {"sessionId": session_id, "configOptions": self._config_options(session_id)}

@@ -14,7 +14,11 @@ same one ``toolprep acp`` runs on stdio. What changes is ownership:
   turn is cancelled, as stdin EOF cancels it for ``toolprep acp``, and an
   idle session with a store behind it is closed in the host (its history
   and frames stay stored; loading it brings it back), which bounds memory;
-- ``max_sessions`` bounds the sessions open at once.
+- ``max_sessions`` bounds the sessions open at once;
+- ``mcp_policy`` decides which MCP servers a client may name: an entry it
+  refuses fails ``session/new`` and ``session/load`` (even of a live session,
+  which would not start it) before anything is reserved or started. The
+  host checks again where it starts servers.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from toolprep.messages.content import Part
 from toolprep.messages.permissions import PermissionOutcome
 from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.daemon.shared_session import ClientConnection, SharedSession
+from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.session_host import (
     NO_EDITOR,
@@ -58,13 +63,16 @@ class SessionPool:
         *,
         max_sessions: int | None = None,
         grace_s: float = DEFAULT_GRACE_S,
+        mcp_policy: McpPolicy | None = None,
     ) -> None:
+        """``mcp_policy`` defaults to allowing clients no MCP server."""
         if max_sessions is not None and max_sessions < 1:
             raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
         self.host = host
         self.archive = archive
         self.max_sessions = max_sessions
         self.grace_s = grace_s
+        self.mcp_policy = mcp_policy or McpPolicy()
         self._lock = threading.Lock()
         self._sessions: dict[str, SharedSession] = {}
         self._timers: dict[str, threading.Timer] = {}
@@ -98,6 +106,8 @@ class SessionPool:
         editor: EditorCapabilities,
         mcp_servers: Sequence[McpServerSpec] = (),
     ) -> str:
+        if mcp_servers:
+            self.mcp_policy.check(mcp_servers)
         shared = self._reserve(session_id, str(cwd))
         try:
             opened = self.host.open_session(
@@ -120,8 +130,10 @@ class SessionPool:
         """Attach ``client`` to the session, opening it from the store if it is not live.
 
         A live session keeps the MCP servers it was opened with: ``mcp_servers``
-        only start with a session that is opened here.
+        only start with a session that is opened here. Either way they must be allowed.
         """
+        if mcp_servers:
+            self.mcp_policy.check(mcp_servers)
         with self._lock:
             live = self._sessions.get(session_id)
         if live is not None:

@@ -5,17 +5,24 @@ exists so that one misbehaving server costs one failed card or one missing
 set of tools, never a stuck session: a server that does not start within
 ``start_timeout_s`` is left out, a call that gets no answer within
 ``call_timeout_s`` fails, a stopping server gets ``stop_grace_s`` per step
-before it is killed, and what a call returns is capped before the model
-and the editor see it.
+before it is killed, a server listing more than ``max_tools`` tools has the
+rest left out (every model request of its session declares each one), and
+what a call returns is capped before the model and the editor see it.
+
+``policy`` says which servers a client may name at all (``runtime.mcp.policy``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.tools.environment import EnvironmentPolicy
 
 DEFAULT_CALL_TIMEOUT_S = 60.0
+DEFAULT_MAX_TOOLS = 512
+"""Tools offered per server: far above what a real server lists, far below what makes
+each model request of the session slow to build and send."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +37,19 @@ class McpConfig:
     stop_grace_s: float = 1.0
     max_message_bytes: int = 16 * 1024 * 1024
     max_output_chars: int = 64 * 1024
+    max_tools: int = DEFAULT_MAX_TOOLS
     environment: EnvironmentPolicy = field(default_factory=EnvironmentPolicy)
+    policy: McpPolicy = field(default_factory=McpPolicy.trusted)
 
     def __post_init__(self) -> None:
-        for name in ("start_timeout_s", "call_timeout_s", "max_message_bytes", "max_output_chars"):
+        positive = (
+            "start_timeout_s",
+            "call_timeout_s",
+            "max_message_bytes",
+            "max_output_chars",
+            "max_tools",
+        )
+        for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"McpConfig.{name} must be positive, got {getattr(self, name)!r}")
         if self.stop_grace_s < 0:

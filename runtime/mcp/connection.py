@@ -33,6 +33,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import Implementation
 
 from toolprep.runtime.mcp.config import McpConfig
+from toolprep.runtime.mcp.guarded_http import public_only_client
 from toolprep.runtime.mcp.results import to_output
 from toolprep.runtime.mcp.specs import HttpServer, McpServerSpec, StdioServer
 from toolprep.runtime.mcp.stdio import ServerProcess, describe_exit, stdio_transport
@@ -62,6 +63,14 @@ class ListedTool:
     description: str
     input_schema: dict[str, Any]
     read_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """The tools a server listed, at most ``max_tools``; ``cut`` if it listed more."""
+
+    tools: list[ListedTool]
+    cut: bool
 
 
 class McpConnection:
@@ -95,14 +104,14 @@ class McpConnection:
 
     # --- opening ---------------------------------------------------------------------------
 
-    async def open(self) -> list[ListedTool]:
+    async def open(self) -> Listing:
         """Connect and list the tools; ``StartFailed`` names why not."""
-        listed: asyncio.Future[list[ListedTool]] = asyncio.get_running_loop().create_future()
+        listed: asyncio.Future[Listing] = asyncio.get_running_loop().create_future()
         self._closing = asyncio.Event()
         self._runner = asyncio.create_task(self._run(listed), name=f"mcp-{self.name}")
         return await listed
 
-    async def _run(self, listed: asyncio.Future[list[ListedTool]]) -> None:
+    async def _run(self, listed: asyncio.Future[Listing]) -> None:
         assert self._closing is not None
         try:
             # No SDK read timeout: the hub bounds the start and each tool bounds its call,
@@ -113,7 +122,7 @@ class McpConnection:
                 client_info=Implementation(name="toolprep", version="1"),
             )
             async with client:
-                tools = await _list_tools(client)
+                tools = await _list_tools(client, self._config.max_tools)
                 self._client = client
                 self._set("ready")
                 listed.set_result(tools)
@@ -141,11 +150,18 @@ class McpConnection:
                     self.process, max_message_bytes=self._config.max_message_bytes
                 )
             case HttpServer(transport="sse"):
-                return sse_client(spec.url, headers=dict(spec.headers))
+                factory = create_mcp_http_client if self._any_address else public_only_client
+                headers = dict(spec.headers)
+                return sse_client(spec.url, headers=headers, httpx_client_factory=factory)
             case HttpServer():
-                return _streamable_http(spec.url, dict(spec.headers))
+                return _streamable_http(spec.url, dict(spec.headers), self._any_address)
             case _:
                 assert_never(spec)
+
+    @property
+    def _any_address(self) -> bool:
+        """Whether the policy lets HTTP servers be on any address (else: public ones only)."""
+        return self._config.policy.any_address
 
     def _why(self, exc: BaseException) -> str:
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # a task group's
@@ -212,12 +228,15 @@ class McpConnection:
         await asyncio.wait({runner})
 
 
-async def _list_tools(client: Client) -> list[ListedTool]:
+async def _list_tools(client: Client, max_tools: int) -> Listing:
+    """The first ``max_tools`` tools; the pages after the one that passes it are not asked for."""
     tools: list[ListedTool] = []
     cursor: str | None = None
     for _ in range(MAX_LIST_PAGES):
         page = await client.list_tools(cursor=cursor)
         for tool in page.tools:
+            if len(tools) == max_tools:
+                return Listing(tools, cut=True)
             annotations = tool.annotations
             tools.append(
                 ListedTool(
@@ -231,13 +250,16 @@ async def _list_tools(client: Client) -> list[ListedTool]:
         cursor = page.next_cursor
         if cursor is None:
             break
-    return tools
+    return Listing(tools, cut=False)
 
 
 @asynccontextmanager
-async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncIterator[TransportStreams]:
+async def _streamable_http(
+    url: str, headers: dict[str, str], any_address: bool
+) -> AsyncIterator[TransportStreams]:
+    client = create_mcp_http_client if any_address else public_only_client
     async with (
-        create_mcp_http_client(headers=headers) as http,
+        client(headers=headers) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams

@@ -7,11 +7,16 @@ session's own tool registry (``mcp__<server id>__<tool>``), beside the
 runtime's shared built-ins. A server that cannot be started, connected or
 listed in time is left out: the session opens without its tools, and a
 warning naming the server and why is logged. One broken entry in an
-editor's configuration thus costs its tools, not the session.
+editor's configuration thus costs its tools, not the session. A server
+listing more than ``max_tools`` tools gets only the first ones offered:
+each tool is declared in every model request of the session, so thousands
+would slow every turn. That is logged, and said once more to the user, at
+the start of the session's first turn (``notes``).
 
 Closing the session (``session/close``, the end of the connection, the
 runtime's shutdown) stops its servers: stdin closed, then SIGTERM and
-SIGKILL to their process groups if they linger. Every stdio server's group
+SIGKILL to their process groups if they linger, then SIGKILL to whatever
+they started that left their groups (``runtime.mcp.stdio``). Every stdio server's group
 is also tracked in ``processes``, so that a forced exit (``kill_now``) or
 a worker's front, should the worker die, can kill them.
 
@@ -40,7 +45,7 @@ from toolprep.runtime.tools.process_groups import ProcessGroups
 from toolprep.runtime.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from toolprep.runtime.mcp.connection import ListedTool, McpConnection
+    from toolprep.runtime.mcp.connection import Listing, McpConnection
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +56,8 @@ __all__ = ["McpHub"]
 class _SessionServers:
     connections: list[McpConnection] = field(default_factory=list)
     tools: ToolRegistry = field(default_factory=ToolRegistry)
+    notes: list[str] = field(default_factory=list)
+    """What the user is told at the start of the session's next turn."""
 
 
 class McpHub:
@@ -63,6 +70,11 @@ class McpHub:
         self._lock = threading.Lock()
         self._sessions: dict[str, _SessionServers] = {}
 
+    def check(self, specs: Sequence[McpServerSpec]) -> None:
+        """Raise ``McpRefused`` if the policy does not allow one of ``specs``; starts nothing."""
+        if specs:
+            self.config.policy.check(specs)
+
     def open(self, session_id: str, cwd: str, specs: Sequence[McpServerSpec]) -> ToolRegistry:
         """Start ``specs`` for ``session_id``; returns the tools of those that came up."""
         if not specs:
@@ -70,7 +82,7 @@ class McpHub:
         from toolprep.runtime.mcp.connection import McpConnection  # imports the SDK
 
         servers = _SessionServers()
-        pending: list[tuple[McpConnection, Future[list[ListedTool]]]] = []
+        pending: list[tuple[McpConnection, Future[Listing]]] = []
         for spec in specs:
             connection = McpConnection(
                 spec,
@@ -91,6 +103,8 @@ class McpHub:
             else:
                 servers.connections.append(connection)
                 self._register(servers.tools, connection, listed)
+                if listed.cut:
+                    servers.notes.append(self._cut(session_id, connection.name))
                 continue
             logger.warning(
                 "MCP server %r left out of session %s: %s; the session opens without its tools",
@@ -103,13 +117,35 @@ class McpHub:
             self._sessions[session_id] = servers
         return servers.tools
 
-    def _register(
-        self, registry: ToolRegistry, connection: McpConnection, listed: list[ListedTool]
-    ) -> None:
+    def _cut(self, session_id: str, server: str) -> str:
+        limit = self.config.max_tools
+        logger.warning(
+            "MCP server %r lists more than %d tools; only the first %d are offered to "
+            "session %s (--max-mcp-tools)",
+            server,
+            limit,
+            limit,
+            session_id,
+        )
+        return (
+            f"Note: MCP server '{server}' lists more than {limit} tools; only the first "
+            f"{limit} are offered to the model (the agent's --max-mcp-tools).\n\n"
+        )
+
+    def take_notes(self, session_id: str) -> list[str]:
+        """What the session's user has yet to be told about its servers; each note once."""
+        with self._lock:
+            servers = self._sessions.get(session_id)
+            if servers is None or not servers.notes:
+                return []
+            notes, servers.notes = servers.notes, []
+        return notes
+
+    def _register(self, registry: ToolRegistry, connection: McpConnection, listed: Listing) -> None:
         from toolprep.runtime.mcp.tool import McpTool
 
         prefix = server_id(connection.name)
-        for item in listed:
+        for item in listed.tools:
             name = tool_name(prefix, item.name)
             if name in registry:
                 logger.warning(

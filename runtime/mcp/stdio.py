@@ -14,6 +14,12 @@ Stopping follows the MCP lifecycle: stdin is closed, the server gets
 ``grace_s`` to exit, then its group gets SIGTERM and, ``grace_s`` later,
 SIGKILL. The shutdown runs shielded, so a cancelled session cannot leave
 a server running.
+
+What a server starts can leave its group (``setsid``, a double fork), so
+the server runs as a child subreaper (``runtime.tools.process_tree``):
+every process it started stays its descendant while it runs. Stopping
+notes those descendants before stdin is closed and before each signal,
+and SIGKILLs whichever of them outlived the server.
 """
 
 from __future__ import annotations
@@ -29,6 +35,12 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from toolprep.runtime.tools.process_groups import signal_group
+from toolprep.runtime.tools.process_tree import (
+    descendants,
+    end_tree,
+    executable_or_raise,
+    subreaper_argv,
+)
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -69,6 +81,7 @@ class ServerProcess:
         self.popen: subprocess.Popen[bytes] | None = None
         self.exited = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
+        self._descendants: dict[int, str] = {}
 
     @property
     def pid(self) -> int | None:
@@ -80,8 +93,9 @@ class ServerProcess:
 
     def start(self) -> None:
         """Start the server in a process group of its own; ``OSError`` if it cannot run."""
+        executable_or_raise(self.argv[0], cwd=self.cwd, env=self.env)
         self.popen = subprocess.Popen(
-            self.argv,
+            subreaper_argv(self.argv),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=self.cwd,
@@ -119,19 +133,27 @@ class ServerProcess:
             await asyncio.wait_for(self.exited.wait(), timeout)
         return self.returncode
 
+    def note_descendants(self) -> None:
+        """Remember the processes the server started, while it still runs to find them by."""
+        if self.popen is not None and self.popen.poll() is None:
+            self._descendants.update(descendants(self.popen.pid))
+
     async def stop_after_stdin_closed(self) -> None:
-        """Give the server ``grace_s`` to exit on its own, then SIGTERM, then SIGKILL."""
+        """Give the server ``grace_s`` to exit on its own, then SIGTERM, then SIGKILL;
+        then SIGKILL what it started, in its group or out of it."""
         if self.popen is None:
             return
         pid = self.popen.pid
         for signum in (signal.SIGTERM, signal.SIGKILL):
             if await self.wait_exit(self.grace_s) is not None:
                 break
+            self.note_descendants()
             signal_group(pid, signum)
         if await self.wait_exit(self.grace_s) is None:
             logger.warning("MCP server process %d survived SIGKILL; abandoning it", pid)
-        # Whatever the server left in its group goes with it.
+        # Whatever the server left in its group goes with it, and so does what left the group.
         signal_group(pid, signal.SIGKILL)
+        end_tree(self._descendants)
         if self._poller is not None:
             self._poller.cancel()
         if self.on_change is not None:
@@ -229,6 +251,7 @@ async def _close(
 ) -> None:
     for stream in streams:
         await stream.aclose()
+    process.note_descendants()  # before the server can exit and leave them to init
     writer.close()  # the server's stdin: a well-behaved server exits on its end
     await process.stop_after_stdin_closed()
     read_pipe.close()

@@ -47,7 +47,10 @@ Preparations
   extends, or argument text has started (names always precede arguments),
   or the call finished. Without declared names a split name would be
   announced by its first fragment; the complete call still carries the
-  full name.
+  full name. A request may declare thousands of names (MCP servers' tools),
+  so no question about them scans them all: "is it declared" is a set
+  lookup, and "does a declared name start with it" a binary search in
+  the names sorted once, on the first call that asks.
 
 Arguments
   at finish the text must be a JSON object (empty -> ``{}``). Text cut off
@@ -61,6 +64,7 @@ Arguments
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Any
 
@@ -185,29 +189,27 @@ class OpenAIStreamAdapter:
         "_by_index",
         "_calls",
         "_done",
-        "_extended",
         "_finished",
         "_generated",
         "_issued_ids",
         "_known",
         "_last",
         "_model",
+        "_next_suffix",
         "_refused",
         "_response_id",
+        "_sorted",
         "_usage",
     )
 
     def __init__(self, tool_names: Iterable[str] = ()) -> None:
-        known = frozenset(tool_names)
-        self._known = known
-        # Declared names that another declared name extends: never complete on their own.
-        self._extended = frozenset(
-            k for k in known if any(o != k and o.startswith(k) for o in known)
-        )
+        self._known = frozenset(tool_names)
+        self._sorted: list[str] | None = None  # the declared names in order, once asked
         self._calls: list[_Call] = []
         self._by_index: dict[Any, _Call] = {}
         self._by_id: dict[str, _Call] = {}  # provider id -> the first call that used it
         self._issued_ids: set[str] = set()
+        self._next_suffix: dict[str, int] = {}  # provider id -> the next ``_<n>`` to try
         self._last: _Call | None = None
         self._usage: Usage | None = None
         self._response_id: str | None = None
@@ -441,10 +443,11 @@ class OpenAIStreamAdapter:
     def _issue_id(self, provider_id: str) -> str:
         """``provider_id`` itself, or ``<id>_2``, ``_3``... when a call of this response has it."""
         issued = provider_id
-        n = 2
+        n = self._next_suffix.get(provider_id, 2)
         while issued in self._issued_ids:
             issued = f"{provider_id}_{n}"
             n += 1
+        self._next_suffix[provider_id] = n
         self._issued_ids.add(issued)
         return issued
 
@@ -454,11 +457,7 @@ class OpenAIStreamAdapter:
             call.name = fragment
         elif fragment == name:
             doubled = name + fragment
-            if (
-                self._known
-                and name not in self._known
-                and any(k.startswith(doubled) for k in self._known)
-            ):
+            if self._known and name not in self._known and self._declared_from(doubled):
                 call.name = doubled
         elif fragment.startswith(name):
             call.name = fragment
@@ -468,7 +467,23 @@ class OpenAIStreamAdapter:
     def _settled(self, call: _Call) -> bool:
         if not self._known or call.has_args:
             return True
-        return call.name in self._known and call.name not in self._extended
+        name = call.name
+        # A declared name that another declared name extends is never complete on its own.
+        return name in self._known and not self._declared_from(name, longer=True)
+
+    def _declared_from(self, prefix: str, *, longer: bool = False) -> bool:
+        """Whether a declared name starts with ``prefix`` (and, if ``longer``, is not it).
+
+        In sorted order the names starting with ``prefix`` directly follow where
+        ``prefix`` would stand, so one binary search answers.
+        """
+        names = self._sorted
+        if names is None:
+            names = self._sorted = sorted(self._known)
+        at = bisect_left(names, prefix)
+        if longer and at < len(names) and names[at] == prefix:
+            at += 1
+        return at < len(names) and names[at].startswith(prefix)
 
     def _prepare(
         self, call: _Call, preparations: list[ToolCallPreparation] | None

@@ -42,6 +42,7 @@ from toolprep.messages.content import Part
 from toolprep.messages.frames import discarded
 from toolprep.messages.permissions import PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult, UserMessage
+from toolprep.runtime.mcp.policy import McpRefused
 from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.session_host import (
     NO_EDITOR,
@@ -703,6 +704,8 @@ def _error(kind: str, message: str) -> Exception:
             return SessionHostError(message)
         case "host_closed":
             return HostClosed(message)
+        case "mcp_refused":
+            return McpRefused(message)
         case "invalid":
             return ValueError(message)
         case _:

@@ -29,6 +29,7 @@ from toolprep.messages.frames import card_change
 from toolprep.messages.permissions import check_outcome
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.host import Runtime
+from toolprep.runtime.mcp.policy import McpRefused
 from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.process_tuning import tune_process_for_daemon
 from toolprep.runtime.session_host import (
@@ -213,6 +214,8 @@ class WorkerLoop:
                 kind = "unknown_session"
             case HostClosed():
                 kind = "host_closed"
+            case McpRefused():  # the agent answers it as invalid params, naming the flag
+                kind = "mcp_refused"
             case ValueError():
                 kind = "invalid"
             case _:

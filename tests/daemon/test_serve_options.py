@@ -17,6 +17,7 @@ STARTS_IN_S = 60
         (["--shards", "2"], "--shards goes with --ray ADDRESS"),
         (["--ray", "127.0.0.1:1", "--workers", "2"], "--workers does not go with --ray"),
         (["--ray", "127.0.0.1:1", "--shards", "0"], "--shards must be >= 1, got 0"),
+        (["--max-mcp-tools", "0"], "--max-mcp-tools must be >= 1, got 0"),
     ],
 )
 def test_serve_explains_host_options_that_do_not_go_together(

@@ -4,7 +4,11 @@ Run as ``python -m tests.support.mcp_echo_server`` (stdio, what the agent
 launches for an ``McpServerStdio``), or with ``--http PORT-FILE`` /
 ``--sse PORT-FILE`` to serve Streamable HTTP / SSE on a free loopback port
 whose number it writes to PORT-FILE. ``--tag WORD`` is ignored: it marks
-the process so a test can find it in the process table.
+the process so a test can find it in the process table. ``--bulk-tools N``
+lists N more tools (``bulk_0``...), as a hostile server might, and
+``--detach PID-FILE`` starts two ``sleep`` processes that leave its process
+group first (one ``setsid``, one ``setsid`` and double-forked, so that it is
+nobody's child) and writes their pids to PID-FILE.
 
 Its tools cover what the agent must handle: an answer (``echo``), a
 read-only probe (``env_has``, ``environ``, ``pid``), a process that dies mid-call
@@ -13,16 +17,32 @@ read-only probe (``env_has``, ``environ``, ``pid``), a process that dies mid-cal
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
+from mcp.types import Tool, ToolAnnotations
 
-server = MCPServer("echo")
+
+class EchoServer(MCPServer):
+    """Lists ``bulk_tools`` tools more than it registered; calling one is an unknown tool."""
+
+    bulk_tools = 0
+
+    async def list_tools(self) -> list[Tool]:
+        bulk = [
+            Tool(name=f"bulk_{i}", description="One of many.", input_schema={"type": "object"})
+            for i in range(self.bulk_tools)
+        ]
+        return [*await super().list_tools(), *bulk]
+
+
+server = EchoServer("echo")
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 
@@ -61,6 +81,31 @@ def sleep(seconds: float) -> str:
     return f"slept {seconds:g} s"
 
 
+_detached: list[subprocess.Popen[bytes]] = []
+
+
+def _detach(pid_file: Path) -> None:
+    """Start the two sleeps; ``pid_file`` appears whole (renamed into place) once both run."""
+    child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    _detached.append(child)
+    read_end, write_end = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        grandchild = os.fork()
+        if grandchild == 0:
+            os.execvp("sleep", ["sleep", "300"])
+        os.write(write_end, f"{grandchild}\n".encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        grandchild = int(pipe.read())
+    os.waitpid(middle, 0)  # the grandchild is an orphan from here on
+    partial = pid_file.with_suffix(".partial")
+    partial.write_text(f"{child.pid}\n{grandchild}\n")
+    partial.rename(pid_file)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -69,13 +114,23 @@ def _free_port() -> int:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) >= 2 and argv[0] == "--tag":
-        argv = argv[2:]
-    if len(argv) == 2 and argv[0] in ("--http", "--sse"):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tag")
+    parser.add_argument("--bulk-tools", type=int, default=0)
+    parser.add_argument("--detach", type=Path, metavar="PID-FILE")
+    served = parser.add_mutually_exclusive_group()
+    served.add_argument("--http", type=Path, metavar="PORT-FILE")
+    served.add_argument("--sse", type=Path, metavar="PORT-FILE")
+    args = parser.parse_args(argv)
+    server.bulk_tools = args.bulk_tools
+    if args.detach is not None:
+        _detach(args.detach)
+    port_file = args.http or args.sse
+    if port_file is not None:
         port = _free_port()
         # Written before serving: the test polls the port until it accepts.
-        Path(argv[1]).write_text(f"{port}\n")
-        if argv[0] == "--http":
+        port_file.write_text(f"{port}\n")
+        if args.http is not None:
             server.run("streamable-http", host="127.0.0.1", port=port)
         else:
             server.run("sse", host="127.0.0.1", port=port)
