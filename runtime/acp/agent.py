@@ -12,6 +12,7 @@ the client's replies go back to the host as answers quoting the request id.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -442,10 +443,9 @@ class AcpAgent:
     def delete_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         assert self.archive is not None
         session_id = require(params, "sessionId", str)
-        try:
+        # Deleting is idempotent: an id nothing holds (never used, or deleted) is gone already.
+        with contextlib.suppress(UnknownSession):
             self.archive.delete_session(session_id)
-        except UnknownSession as exc:
-            raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
         with self._lock:
             self._sessions.discard(session_id)
         return {}
