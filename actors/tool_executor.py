@@ -275,6 +275,7 @@ class ToolExecutor(RoleActor):
                 return "allow_always"
             tool_call = {
                 "toolCallId": request.call_id,
+                "name": request.call.name,
                 "title": title,
                 "kind": kind,
                 "status": "pending",

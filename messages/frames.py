@@ -1,7 +1,10 @@
 """Builders for the ACP ``session/update`` payloads toolprep sends.
 
 Kept as plain dicts (serialised by orjson in the emitter) whose shapes follow
-ACP protocol version 1 exactly. Status values are the four v1 allows; a
+ACP protocol version 1 exactly. Every tool-call frame carries ``name``, the
+tool's name as the model called it, from the first preparing card on: ACP v1
+made it the stable field editors read (``title`` is for people and may change).
+Status values are the four v1 allows; a
 discarded preparation is ``failed`` plus ``_meta.preparationDiscarded`` so an
 older client still sees a terminal card.
 """
@@ -34,6 +37,7 @@ def preparing(call_id: str, tool_name: str, kind: str) -> dict[str, Any]:
     return {
         "sessionUpdate": "tool_call",
         "toolCallId": call_id,
+        "name": tool_name,
         "title": tool_name,
         "kind": kind,
         "status": "pending",
@@ -85,6 +89,7 @@ def discarded(
     return {
         "sessionUpdate": "tool_call_update",
         "toolCallId": call_id,
+        "name": tool_name,
         "status": "failed",
         "title": discard_title(tool_name, reason, next_model),
         "content": [],
@@ -114,6 +119,7 @@ def execution_started(
     return {
         "sessionUpdate": "tool_call_update" if prepared else "tool_call",
         "toolCallId": call_id,
+        "name": tool_name,
         "title": title,
         "kind": kind,
         "status": status,
@@ -135,6 +141,7 @@ def tool_result(
     return {
         "sessionUpdate": "tool_call_update",
         "toolCallId": call_id,
+        "name": tool_name,
         "status": "completed" if ok else "failed",
         "content": list(content),
         "rawOutput": raw_output,

@@ -268,6 +268,19 @@ class Runtime:
         replay: bool = True,
         mcp_servers: Sequence[McpServerSpec] = (),
     ) -> None:
+        """Open a stored session, or attach to it if this process has it open already.
+
+        A session this process serves is attached to its one client already (a
+        daemon shares a session between clients above the host), so loading it
+        again only replays it, from the store once the journal has caught up,
+        and resuming it changes nothing: the session and its history go on.
+        """
+        if self.has_session(session_id):
+            if replay and self.store is not None:
+                self._wait_for_journal(f"replaying {session_id}")
+                for frame in self.store.encoded_frames(session_id):
+                    sink.send_encoded_update(session_id, frame)
+            return
         self.restore_session(
             session_id, sink, editor=editor, mcp_servers=mcp_servers, with_frames=False
         )

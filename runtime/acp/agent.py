@@ -454,10 +454,11 @@ class AcpAgent:
     def delete_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         assert self.archive is not None
         session_id = require(params, "sessionId", str)
+        # Deleting is idempotent: an id nothing holds (never used, or deleted) is gone already.
         try:
             self.archive.delete_session(session_id)
-        except UnknownSession as exc:
-            raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+        except UnknownSession:
+            pass
         except SessionServedElsewhere as exc:
             raise _in_use(exc) from None
         with self._lock:

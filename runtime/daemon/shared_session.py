@@ -106,13 +106,17 @@ class SharedSession:
     # --- the connections' side ------------------------------------------------------------
 
     def attach(self, client: ClientConnection, *, replay: bool) -> None:
-        """Add ``client``; with ``replay`` it is sent every frame so far, before any new one."""
+        """Add ``client``; with ``replay`` it is sent every frame so far, before any new one.
+
+        A client attached already stays attached once; a load from it is still
+        answered with the replay it asked for (an editor reloading its thread).
+        """
         with self._lock:
-            if client in self._attached:
-                return
             if replay:
                 for frame in self._frames:
                     self._deliver(client, frame)
+            if client in self._attached:
+                return
             self._attached.append(client)
             unanswered = list(self._permissions.values())
         for request in unanswered:

@@ -267,6 +267,16 @@ class WorkerHost:
     ) -> None:
         if self._store is None:
             raise UnknownSession(session_id)
+        with self._lock:
+            live = session_id in self._sessions
+        if live:
+            # Attached to this front's one client already: replay it once its worker's
+            # journal has written what it sent, and the session goes on where it is.
+            if replay:
+                self._ask(session_id, ["flush_journal"])
+                for frame in self._store.encoded_frames(session_id):
+                    sink.send_encoded_update(session_id, frame)
+            return
         info = self._store.info(session_id)
         self._place(session_id, info.cwd, sink, editor, "restore", tuple(mcp_servers))
         if replay:

@@ -144,6 +144,8 @@ class WorkerLoop:
                 )
             case ["session_config", int(call_id), str(sid)]:
                 self._answer(call_id, lambda: dump_config(self.runtime.session_config(sid)))
+            case ["flush_journal", int(call_id), str(_sid)]:
+                self._answer(call_id, self.runtime.flush_journal)
             case ["set_model", int(call_id), str(sid), str(model)]:
                 self._answer(call_id, lambda: dump_config(self.runtime.set_model(sid, model)))
             case _:

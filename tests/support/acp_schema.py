@@ -1,10 +1,12 @@
-"""Validation of everything toolprep sends against the official ACP v1 schema."""
+"""Validation of everything toolprep sends against the official ACP v1 schema:
+notifications and requests by their method, responses by the method of the
+request they answer."""
 
 from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from typing import Any, Final
 
 import jsonschema
 from referencing import Registry, Resource
@@ -57,3 +59,34 @@ def validate_agent_message(message: dict[str, Any]) -> None:
         validate("Error", message["error"])
     else:
         assert "result" in message, message
+
+
+RESPONSES: Final = {
+    "initialize": "InitializeResponse",
+    "authenticate": "AuthenticateResponse",
+    "session/new": "NewSessionResponse",
+    "session/load": "LoadSessionResponse",
+    "session/resume": "ResumeSessionResponse",
+    "session/list": "ListSessionsResponse",
+    "session/delete": "DeleteSessionResponse",
+    "session/close": "CloseSessionResponse",
+    "session/prompt": "PromptResponse",
+    "session/set_config_option": "SetSessionConfigOptionResponse",
+    "session/set_mode": "SetSessionModeResponse",
+}
+"""The response type of each agent method the schema defines (``meta.json``'s ``agentMethods``)."""
+
+
+def validate_response(method: str, message: dict[str, Any]) -> None:
+    """The agent's answer to a request of ``method``: an ``Error``, or that method's response.
+
+    A method the schema does not define (sent to test its refusal) can only be refused.
+    """
+    if "error" in message:
+        validate("Error", message["error"])
+        return
+    assert "result" in message, message
+    definition = RESPONSES.get(method)
+    if definition is None:
+        raise AssertionError(f"agent answered {method!r}, which ACP does not define: {message!r}")
+    validate(definition, message["result"])

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.support.acp_schema import validate_agent_message
+from tests.support.acp_schema import validate_agent_message, validate_response
 
 Message = dict[str, Any]
 
@@ -24,18 +24,23 @@ class MessageLog:
         self.messages: list[Message] = []
         self._changed = threading.Condition()
         self._next_id = 0
+        self._methods: dict[int, str] = {}  # request id -> method, to validate its response
 
     def send(self, message: Message) -> None:
         raise NotImplementedError
 
     def record(self, message: Message) -> None:
         validate_agent_message(message)
+        method = None if "method" in message else self._methods.get(message.get("id", -1))
+        if method is not None:
+            validate_response(method, message)
         with self._changed:
             self.messages.append(message)
             self._changed.notify_all()
 
     def request(self, method: str, params: Message) -> int:
         self._next_id += 1
+        self._methods[self._next_id] = method
         self.send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
         return self._next_id
 
