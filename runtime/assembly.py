@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolprep.runtime.compaction import DEFAULT_COMPACT_AT, check_compact_at
 from toolprep.runtime.config import ProviderSettings, resolve_settings, scrubbed_variable_names
 from toolprep.runtime.event_loops import check_event_loop
 
@@ -33,6 +34,7 @@ RUNTIME_OPTIONS = (
     "max_retry_wait",
     "max_sse_event_bytes",
     "context_window",
+    "compact_at",
     "replay",
     "allow_shell",
     "scrub_env",
@@ -58,6 +60,7 @@ def check_options(options: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` / ``OSError`` now for options no runtime could be built from."""
     settings = _settings(options)
     scrubbed_variable_names(options["scrub_env"])
+    check_compact_at(options.get("compact_at", DEFAULT_COMPACT_AT))
     check_event_loop(options.get("event_loop", "auto"))
     timeout = options.get("mcp_call_timeout")
     if timeout is not None and not timeout > 0:
@@ -91,6 +94,7 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     several processes (the workers) share that file, each writing the
     sessions it serves.
     """
+    from toolprep.runtime.compaction import CompactionPolicy
     from toolprep.runtime.config import build_routes
     from toolprep.runtime.host import Runtime, RuntimeConfig
     from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, McpConfig
@@ -118,8 +122,11 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
         call_timeout_s=options.get("mcp_call_timeout") or DEFAULT_CALL_TIMEOUT_S,
         environment=environment,
     )
+    compact_at = check_compact_at(options.get("compact_at", DEFAULT_COMPACT_AT))
     config = RuntimeConfig(
-        retry=retry, event_loop=check_event_loop(options.get("event_loop", "auto"))
+        retry=retry,
+        event_loop=check_event_loop(options.get("event_loop", "auto")),
+        compaction=CompactionPolicy(at=compact_at),
     )
     return Runtime(routes, registry, config, store=store, mcp=mcp)
 

@@ -1,0 +1,208 @@
+"""A session nearing the context window is compacted, over stdio on both wires.
+
+The agent runs with ``--context-window 100``: a request reported at 90 tokens
+passes the default ``--compact-at 0.8``, so the next request of the session
+first asks the model for a summary of the older messages and then sends the
+summary and the recent messages verbatim. The fake provider records every
+request, which is what these tests read; the editor's frames and a
+``session/load`` in a second agent show what the user sees.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.acp.conftest import agent_command
+from tests.runtime import scenarios as sc
+from tests.support.agent_process import AgentProcess
+from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
+from tests.support.runtime_harness import check_cards
+from toolprep.runtime.compaction import SUMMARY_HEADER, SUMMARY_INSTRUCTION
+
+KINDS = ["anthropic", "openai"]
+SUMMARY = "The user asked a first question; the agent ran a command and answered."
+
+
+def _agent(kind: str, server: FakeProviderServer, data_dir: Path, cwd: Path) -> AgentProcess:
+    command, env = agent_command(
+        kind,
+        server,
+        "--allow-shell",
+        "--data-dir",
+        str(data_dir),
+        "--context-window",
+        "100",
+    )
+    return AgentProcess(command, env, cwd, cwd / f"stderr-{os.urandom(4).hex()}.log")
+
+
+def _answer(kind: str, text: str, tokens: int = 30) -> ScriptedResponse:
+    """A text reply whose usage reports ``tokens`` (20 of them output)."""
+    if kind == "anthropic":
+        return sc.ok(sc.anthropic_sse(text=text, input_tokens=tokens - 20, output_tokens=20))
+    return sc.ok(sc.openai_sse(text=text, prompt_tokens=tokens - 20, completion_tokens=20))
+
+
+def _first_turn(kind: str, server: FakeProviderServer) -> None:
+    """A tool call, then an answer whose request filled 90 of the 100-token window."""
+    server.enqueue(
+        sc.ok(sc.calls_turn(kind, [sc.shell("echo one", "call_one")])),
+        _answer(kind, "First answer.", tokens=90),
+    )
+
+
+def _messages(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(role, text)`` of each message a request sent, the system prompt left out."""
+    said = []
+    for message in body["messages"]:
+        if message["role"] == "system":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            text = content
+        elif content is None:
+            text = ""
+        else:
+            text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+        said.append((message["role"], text))
+    return said
+
+
+def _of_kind(frames: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [f for f in frames if f["sessionUpdate"] == kind]
+
+
+def _replied(frames: list[dict[str, Any]]) -> str:
+    """The agent's reply text in ``frames``."""
+    return "".join(f["content"]["text"] for f in _of_kind(frames, "agent_message_chunk"))
+
+
+def _prompt(agent: AgentProcess, session_id: str, text: str) -> None:
+    reply = agent.reply(agent.prompt(session_id, text))
+    assert reply["result"]["stopReason"] == "end_turn", reply
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_full_window_is_summarised_and_a_loaded_session_goes_on_from_the_summary(
+    kind: str, tmp_path: Path
+) -> None:
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    with FakeProviderServer() as server:
+        _first_turn(kind, server)
+        server.enqueue(_answer(kind, SUMMARY), _answer(kind, "Second answer."))
+        first = _agent(kind, server, data_dir, cwd)
+        try:
+            session_id = first.start_session(cwd)
+            _prompt(first, session_id, "first question")
+            _prompt(first, session_id, "second question")
+            sent = first.updates(session_id)
+            first.close_input()
+            assert first.wait_exit() == 0
+        finally:
+            first.kill()
+        summary_request, after = (r.body for r in server.requests[2:4])
+
+        server.enqueue(_answer(kind, "Third answer."))
+        second = _agent(kind, server, data_dir, cwd)
+        try:
+            second.start_session(cwd)
+            load = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+            assert "result" in second.reply(second.request("session/load", load))
+            replayed = second.updates(session_id)
+            _prompt(second, session_id, "third question")
+            second.close_input()
+            assert second.wait_exit() == 0
+        finally:
+            second.kill()
+        loaded_request = server.requests[-1].body
+    assert len(server.requests) == 5
+
+    # The summary request: the same model, the older messages as a transcript, no tools.
+    assert summary_request["model"] == after["model"]
+    assert SUMMARY_INSTRUCTION in str(summary_request)
+    [(role, transcript)] = _messages(summary_request)
+    assert role == "user"
+    assert "first question" in transcript and "echo one" in transcript
+    assert "First answer." not in transcript  # the recent messages are not summarised
+    assert not summary_request.get("tools")
+
+    # The next request: the summary, then the recent messages verbatim.
+    assert _messages(after) == [
+        ("user", SUMMARY_HEADER + SUMMARY),
+        ("assistant", "First answer."),
+        ("user", "second question"),
+    ]
+
+    # The editor was told, between the first answer and the second.
+    [note] = [f for f in _of_kind(sent, "agent_thought_chunk") if "compact" in str(f)]
+    assert note["content"]["text"] == (
+        "\n[compacted 3 earlier messages into a summary to stay within the model's "
+        "context window]\n"
+    )
+    assert note["_meta"] == {"compaction": {"summarisedMessages": 3}}
+    at = sent.index(note)
+    assert _replied(sent[:at]) == "First answer."
+    assert _replied(sent[at:]) == "Second answer."
+    assert SUMMARY not in str(sent)  # the summary itself is the model's, not a reply
+    check_cards(sent)
+
+    # A load replays every frame first sent (the prompts come along), compaction or not.
+    shown = [f for f in replayed if f["sessionUpdate"] != "user_message_chunk"]
+    assert shown == sent
+    prompts = [f["content"]["text"] for f in _of_kind(replayed, "user_message_chunk")]
+    assert prompts == ["first question", "second question"]
+
+    # The loaded session goes on from the compacted history.
+    assert _messages(loaded_request) == [
+        ("user", SUMMARY_HEADER + SUMMARY),
+        ("assistant", "First answer."),
+        ("user", "second question"),
+        ("assistant", "Second answer."),
+        ("user", "third question"),
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_failed_summary_leaves_the_turn_working_on_the_full_history(
+    kind: str, tmp_path: Path
+) -> None:
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    failed = ScriptedResponse(status=500, body={"error": {"message": "summary broke"}})
+    with FakeProviderServer() as server:
+        _first_turn(kind, server)
+        server.enqueue(failed, _answer(kind, "Second answer."))
+        agent = _agent(kind, server, data_dir, cwd)
+        try:
+            session_id = agent.start_session(cwd)
+            _prompt(agent, session_id, "first question")
+            _prompt(agent, session_id, "second question")
+            frames = agent.updates(session_id)
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+        after = server.requests[3].body
+    assert len(server.requests) == 4
+    tool = "user" if kind == "anthropic" else "tool"
+    assert [role for role, _ in _messages(after)] == [
+        "user",
+        "assistant",
+        tool,
+        "assistant",
+        "user",
+    ]
+    assert "echo one" in str(after)  # the tool call went out verbatim
+    assert SUMMARY_HEADER not in str(after)
+    [note] = [f for f in _of_kind(frames, "agent_thought_chunk") if "compact" in str(f)]
+    assert note["content"]["text"].startswith("\n[could not compact the conversation (")
+    assert note["content"]["text"].endswith("); continuing with the full history]\n")
+    assert "summary broke" in note["content"]["text"]
+    assert set(note["_meta"]["compaction"]) == {"failed"}
+    assert _replied(frames) == "First answer.Second answer."
+    check_cards(frames)
