@@ -206,3 +206,40 @@ def test_a_failed_summary_leaves_the_turn_working_on_the_full_history(
     assert set(note["_meta"]["compaction"]) == {"failed"}
     assert _replied(frames) == "First answer.Second answer."
     check_cards(frames)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_cancel_while_summarising_ends_the_turn_and_closes_the_summary_request(
+    kind: str, tmp_path: Path
+) -> None:
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    stalled = ScriptedResponse(events=sc.text_turn(kind, SUMMARY), stall_after=2)
+    with FakeProviderServer() as server:
+        _first_turn(kind, server)
+        server.enqueue(stalled, _answer(kind, "Third answer."))
+        agent = _agent(kind, server, data_dir, cwd)
+        try:
+            session_id = agent.start_session(cwd)
+            _prompt(agent, session_id, "first question")
+            asked = agent.prompt(session_id, "second question")
+            agent.wait_for(lambda _: len(server.requests) == 3)
+            agent.send(
+                {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
+            )
+            assert agent.reply(asked)["result"]["stopReason"] == "cancelled"
+            agent.wait_for(lambda _: server.disconnects == 1)  # the summary request was closed
+            _prompt(agent, session_id, "third question")
+            frames = agent.updates(session_id)
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+        summarising, after = (r.body for r in server.requests[2:4])
+    assert len(server.requests) == 4
+    assert SUMMARY_INSTRUCTION in str(summarising)  # the cancel came during the summary
+    # Nothing was compacted: the next request sends the whole history.
+    assert "echo one" in str(after) and SUMMARY_HEADER not in str(after)
+    assert [f for f in _of_kind(frames, "agent_thought_chunk") if "compact" in str(f)] == []
+    assert _replied(frames) == "First answer.Third answer."
+    check_cards(frames)
