@@ -243,3 +243,64 @@ def test_a_cancel_while_summarising_ends_the_turn_and_closes_the_summary_request
     assert [f for f in _of_kind(frames, "agent_thought_chunk") if "compact" in str(f)] == []
     assert _replied(frames) == "First answer.Third answer."
     check_cards(frames)
+
+
+def _tool_pairs(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(call, result)`` ids in message order: each call id, then each result's."""
+    seen: list[tuple[str, str]] = []
+    for message in body["messages"]:
+        if kind == "openai":
+            seen += [("call", c["id"]) for c in message.get("tool_calls") or ()]
+            if message["role"] == "tool":
+                seen.append(("result", message["tool_call_id"]))
+            continue
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if block.get("type") == "tool_use":
+                seen.append(("call", block["id"]))
+            elif block.get("type") == "tool_result":
+                seen.append(("result", block["tool_use_id"]))
+    return seen
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_long_turn_is_compacted_between_its_tool_calls_without_splitting_a_pair(
+    kind: str, tmp_path: Path
+) -> None:
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    if kind == "anthropic":
+        full = sc.anthropic_sse(
+            tool_calls=[sc.shell("echo two", "call_two")], input_tokens=70, output_tokens=20
+        )
+    else:
+        full = sc.openai_sse(
+            tool_calls=[sc.shell("echo two", "call_two")], prompt_tokens=70, completion_tokens=20
+        )
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.calls_turn(kind, [sc.shell("echo one", "call_one")])),
+            sc.ok(full),
+            _answer(kind, SUMMARY),
+            _answer(kind, "Both ran."),
+        )
+        agent = _agent(kind, server, data_dir, cwd)
+        try:
+            session_id = agent.start_session(cwd)
+            _prompt(agent, session_id, "run two commands")
+            frames = agent.updates(session_id)
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+        summarising, after = (r.body for r in server.requests[2:4])
+    assert len(server.requests) == 4
+    [(_, transcript)] = _messages(summarising)
+    assert "echo one" in transcript and "echo two" not in transcript
+    # The summary, then the second call with its result: the first pair went into the summary.
+    assert _messages(after)[0] == ("user", SUMMARY_HEADER + SUMMARY)
+    assert _tool_pairs(kind, after) == [("call", "call_two"), ("result", "call_two")]
+    [note] = [f for f in _of_kind(frames, "agent_thought_chunk") if "compact" in str(f)]
+    assert note["_meta"] == {"compaction": {"summarisedMessages": 3}}
+    assert _replied(frames) == "Both ran."
+    check_cards(frames)
