@@ -14,7 +14,9 @@ window past ``TurnConfig.compaction.at`` is compacted first (phase
 ``compacting``): the reader asks the same model for a summary of the older
 messages, which then stand in for them; if that fails, the request goes out
 with the history as it was. No card exists during compaction, so a cancel
-ends the turn at once.
+ends the turn at once. A request the provider refuses as too large for the
+window (``compaction.context_overflow``) is compacted and sent again, once
+per turn; refused again, the turn fails with the provider's reason.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ from toolprep.runtime.compaction import (
     CompactionPolicy,
     compaction_failed_note,
     compaction_note,
+    context_overflow,
     split_history,
     summary_message,
     summary_prompt,
@@ -101,7 +104,9 @@ class TurnConfig:
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
 
 
-NextStep = Literal["retry", "fallback", "cancel", "refusal", "max_tokens", "crash", "fail"]
+NextStep = Literal[
+    "retry", "compact", "fallback", "cancel", "refusal", "max_tokens", "crash", "fail"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +126,7 @@ class Turn:
     usage: Usage | None = None
     last_error: str | None = None
     compacted: bool = False  # the history's start was replaced by a summary
+    overflowed: bool = False  # a request was refused as too large for the context window
     # what to do once the tracker confirms the attempt ended
     after: AfterAttempt | None = None
 
@@ -399,6 +405,15 @@ class SessionSupervisor(RoleActor):
     def _after_failure(self, session: SessionState, error: StreamError) -> None:
         assert session.turn is not None
         session.turn.last_error = error.message
+        if (
+            context_overflow(error)
+            and not session.turn.overflowed
+            and self.config.compaction.at > 0
+        ):
+            # Compact whatever the last usage said, once per turn; refused again, it fails.
+            session.turn.overflowed = True
+            self._end_attempt(session, "retry", AfterAttempt("compact"))
+            return
         policy = self.config.retry
         me = self.actor_ref
         if error.retryable and session.retries < policy.max_retries:
@@ -447,6 +462,11 @@ class SessionSupervisor(RoleActor):
                     after.delay,
                     lambda: me.tell(SUPERVISOR, BackoffElapsed(msg.session_id, attempt)),
                 )
+            case "compact":
+                route = self._route(session)
+                assert route is not None
+                session.used = route.window  # the request did not fit: take it as full
+                self._start_attempt(session)
             case "fallback":
                 session.route += 1
                 session.retries = 0

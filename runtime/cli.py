@@ -83,8 +83,8 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="TOKENS",
-        help="context size of the models, for the editor's usage display (default: known "
-        "per model name, else 128000)",
+        help="context size of the models, for the editor's usage display and --compact-at "
+        "(default: known per model name, else 128000)",
     )
     acp.add_argument(
         "--compact-at",

@@ -1,10 +1,11 @@
 """Compaction: what a session sends the model once its history nears the context window.
 
-When the last request used ``at`` of the model's window (``--compact-at``), the
-older part of the history is summarised by the same model and replaced with
-that summary; the most recent messages (about ``keep`` of the window) stay
-verbatim. This module holds the pure parts: when to compact, where to cut,
-the summary request and the message that replaces the older part.
+When the last request used ``at`` of the model's window (``--compact-at``), or
+the provider refused a request as too large for it, the older part of the
+history is summarised by the same model and replaced with that summary; the
+most recent messages (about ``keep`` of the window) stay verbatim. This
+module holds the pure parts: when to compact, where to cut, the summary
+request and the message that replaces the older part.
 
 The cut is always just before a model message. That never separates a tool
 call from its result: a model message's calls are answered by the user
@@ -28,6 +29,7 @@ from toolprep.messages.content import (
     ThoughtPart,
 )
 from toolprep.messages.frames import agent_thought_chunk
+from toolprep.messages.requests import StreamError
 from toolprep.runtime.providers.history import tool_result_text
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "check_compact_at",
     "compaction_failed_note",
     "compaction_note",
+    "context_overflow",
     "render_transcript",
     "split_history",
     "summary_message",
@@ -155,6 +158,22 @@ def summary_prompt(older: Sequence[Content]) -> tuple[Content, ...]:
 def summary_message(summary: str) -> Content:
     """The message that stands for the summarised messages in what the model is sent."""
     return Content("user", (TextPart(SUMMARY_HEADER + summary),))
+
+
+_OVERFLOW_PHRASES = ("context length", "context_length", "prompt is too long", "too many tokens")
+
+
+def context_overflow(error: StreamError) -> bool:
+    """Whether the provider refused a request for not fitting the model's context window.
+
+    HTTP 413 (``request_too_large``) on either wire, or the wording the APIs use for a
+    prompt over the window (Anthropic's "prompt is too long", OpenAI's "maximum context
+    length"), which arrives as a plain 400.
+    """
+    if error.kind == "request_too_large" or error.status == 413:
+        return True
+    message = error.message.lower()
+    return error.kind == "invalid_request" and any(p in message for p in _OVERFLOW_PHRASES)
 
 
 def compaction_note(messages: int) -> dict[str, Any]:

@@ -304,3 +304,97 @@ def test_a_long_turn_is_compacted_between_its_tool_calls_without_splitting_a_pai
     assert note["_meta"] == {"compaction": {"summarisedMessages": 3}}
     assert _replied(frames) == "Both ran."
     check_cards(frames)
+
+
+OVERFLOWS: list[tuple[str, int, dict[str, Any]]] = [
+    (
+        "anthropic",
+        413,
+        {"type": "error", "error": {"type": "request_too_large", "message": "Request too large"}},
+    ),
+    (
+        "anthropic",
+        400,
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 210000 tokens > 200000 maximum",
+            },
+        },
+    ),
+    ("openai", 413, {"error": {"message": "Request too large", "type": "invalid_request_error"}}),
+    (
+        "openai",
+        400,
+        {
+            "error": {
+                "message": "This model's maximum context length is 128000 tokens. However, "
+                "your messages resulted in 130000 tokens.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "status", "body"), OVERFLOWS)
+def test_a_request_refused_as_too_large_is_compacted_and_sent_again(
+    kind: str, status: int, body: dict[str, Any], tmp_path: Path
+) -> None:
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    too_large = ScriptedResponse(status=status, body=body)
+    with FakeProviderServer() as server:
+        # The first answer reports little usage: only the refusal says the window is full.
+        server.enqueue(_answer(kind, "First answer."), too_large)
+        server.enqueue(_answer(kind, SUMMARY), _answer(kind, "Second answer."))
+        agent = _agent(kind, server, data_dir, cwd)
+        try:
+            session_id = agent.start_session(cwd)
+            _prompt(agent, session_id, "first question")
+            _prompt(agent, session_id, "second question")
+            frames = agent.updates(session_id)
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+        refused, summarising, after = (r.body for r in server.requests[1:4])
+    assert len(server.requests) == 4
+    assert len(_messages(refused)) == 3
+    assert SUMMARY_INSTRUCTION in str(summarising)
+    assert _messages(after) == [
+        ("user", SUMMARY_HEADER + SUMMARY),
+        ("assistant", "First answer."),
+        ("user", "second question"),
+    ]
+    [note] = [f for f in _of_kind(frames, "agent_thought_chunk") if "compact" in str(f)]
+    assert note["_meta"] == {"compaction": {"summarisedMessages": 1}}
+    assert _replied(frames) == "First answer.Second answer."
+    check_cards(frames)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_first_prompt_too_large_for_the_window_fails_with_the_providers_reason(
+    kind: str, tmp_path: Path
+) -> None:
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    [(_, _, body)] = [o for o in OVERFLOWS if o[:2] == (kind, 413)]
+    too_large = ScriptedResponse(status=413, body=body)
+    with FakeProviderServer() as server:
+        server.enqueue(too_large, too_large)
+        agent = _agent(kind, server, data_dir, cwd)
+        try:
+            session_id = agent.start_session(cwd)
+            reply = agent.reply(agent.prompt(session_id, "a huge question"))
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+    # Nothing older than the prompt to summarise: sent once more as it was, then refused.
+    assert len(server.requests) == 2
+    assert server.requests[0].body == server.requests[1].body
+    assert "Request too large" in str(reply["error"]), reply

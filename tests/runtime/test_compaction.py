@@ -17,11 +17,13 @@ from toolprep.messages.content import (
     TextPart,
     ThoughtPart,
 )
+from toolprep.messages.requests import StreamError
 from toolprep.runtime.compaction import (
     SUMMARY_HEADER,
     CompactionPolicy,
     check_compact_at,
     compaction_note,
+    context_overflow,
     render_transcript,
     split_history,
     summary_message,
@@ -184,3 +186,37 @@ def test_the_policy_compacts_from_its_fraction_and_zero_turns_it_off() -> None:
 def test_a_fraction_outside_zero_to_one_is_refused(fraction: float) -> None:
     with pytest.raises(ValueError, match="--compact-at must be a fraction"):
         check_compact_at(fraction)
+
+
+@pytest.mark.parametrize(
+    ("error", "overflow"),
+    [
+        (StreamError("Request too large", retryable=False, kind="request_too_large"), True),
+        (StreamError("too big", retryable=False, kind="invalid_request", status=413), True),
+        (
+            StreamError(
+                "prompt is too long: 210000 tokens > 200000 maximum",
+                retryable=False,
+                kind="invalid_request",
+                status=400,
+            ),
+            True,
+        ),
+        (
+            StreamError(
+                "This model's maximum context length is 128000 tokens.",
+                retryable=False,
+                kind="invalid_request",
+                status=400,
+            ),
+            True,
+        ),
+        (StreamError("messages: field required", retryable=False, kind="invalid_request"), False),
+        (StreamError("context length of the queue", retryable=True, kind="server"), False),
+        (StreamError("Overloaded", retryable=True, kind="overloaded", status=529), False),
+    ],
+)
+def test_a_request_over_the_window_is_told_from_other_failures(
+    error: StreamError, overflow: bool
+) -> None:
+    assert context_overflow(error) is overflow
