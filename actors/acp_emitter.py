@@ -91,7 +91,7 @@ class AcpEmitter(RoleActor):
     def on_turn_result(self, msg: DeliverTurnResult) -> None:
         journal = self.state.journal
         if journal is not None and msg.session_id in self.state.sinks:
-            journal.turn_ended(msg.session_id, msg.history)
+            journal.turn_ended(msg.session_id, msg.history, rewritten=msg.rewritten)
         _resolve(msg.reply, msg.result)
 
     def on_ask_permission(self, msg: AskPermission) -> None:

@@ -8,6 +8,15 @@ tracker, which discards the attempt's cards and answers ``AttemptEnded``, and
 only then does the supervisor act (back off, fall back, or finish the turn).
 That ordering is what makes "every card is terminal before the prompt
 result is written" hold for every stop reason.
+
+Before a request, a history whose last request filled the model's context
+window past ``TurnConfig.compaction.at`` is compacted first (phase
+``compacting``): the reader asks the same model for a summary of the older
+messages, which then stand in for them; if that fails, the request goes out
+with the history as it was. No card exists during compaction, so a cancel
+ends the turn at once. A request the provider refuses as too large for the
+window (``compaction.context_overflow``) is compacted and sent again, once
+per turn; refused again, the turn fails with the provider's reason.
 """
 
 from __future__ import annotations
@@ -29,7 +38,11 @@ from toolprep.messages.content import (
     FunctionResponsePart,
     Usage,
 )
-from toolprep.messages.frames import session_info_update, usage_update, user_message_chunk
+from toolprep.messages.frames import (
+    session_info_update,
+    usage_update,
+    user_message_chunk,
+)
 from toolprep.messages.turns import (
     ActorCrashed,
     AttemptEnded,
@@ -48,6 +61,7 @@ from toolprep.messages.turns import (
     EndAttempt,
     EndReason,
     ExecuteCalls,
+    HistorySummarised,
     OpenSession,
     OpenStream,
     RetryAttempt,
@@ -55,9 +69,21 @@ from toolprep.messages.turns import (
     StartTurn,
     StopReason,
     StreamFailed,
+    SummariseHistory,
+    SummaryFailed,
     SwitchModel,
     TurnResult,
     WriteFrames,
+)
+from toolprep.runtime.compaction import (
+    SUMMARY_INSTRUCTION,
+    CompactionPolicy,
+    compaction_failed_note,
+    compaction_note,
+    context_overflow,
+    split_history,
+    summary_message,
+    summary_prompt,
 )
 from toolprep.runtime.providers.base import ModelRequest, StreamError, ToolDeclaration
 from toolprep.runtime.retry import RetryPolicy
@@ -66,7 +92,7 @@ from toolprep.runtime.session_title import title_of
 
 logger = logging.getLogger(__name__)
 
-Phase = Literal["idle", "streaming", "ending", "backoff", "tools"]
+Phase = Literal["idle", "compacting", "streaming", "ending", "backoff", "tools"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,9 +101,12 @@ class TurnConfig:
     max_tokens: int = 4096
     max_requests_per_turn: int = 50
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
 
 
-NextStep = Literal["retry", "fallback", "cancel", "refusal", "max_tokens", "crash", "fail"]
+NextStep = Literal[
+    "retry", "compact", "fallback", "cancel", "refusal", "max_tokens", "crash", "fail"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +125,8 @@ class Turn:
     cancel_requested: bool = False
     usage: Usage | None = None
     last_error: str | None = None
+    compacted: bool = False  # the history's start was replaced by a summary
+    overflowed: bool = False  # a request was refused as too large for the context window
     # what to do once the tracker confirms the attempt ended
     after: AfterAttempt | None = None
 
@@ -115,6 +146,8 @@ class SessionState:
     closing: bool = False
     closed: Future[None] | None = None  # resolved by the emitter once the close is done
     tools: tuple[ToolDeclaration, ...] = ()  # the session's own, after the runtime's
+    used: int = 0  # tokens the last request used; 0 once compaction was tried on them
+    summarised: int = 0  # while compacting: how many leading messages the summary replaces
 
 
 @dataclass(slots=True)
@@ -158,6 +191,8 @@ class SessionSupervisor(RoleActor):
             AttemptEnded: self.on_attempt_ended,
             BackoffElapsed: self.on_backoff_elapsed,
             AttemptSucceeded: self.on_attempt_succeeded,
+            HistorySummarised: self.on_history_summarised,
+            SummaryFailed: self.on_summary_failed,
             CallsExecuted: self.on_calls_executed,
             ActorCrashed: self.on_actor_crashed,
         }
@@ -244,6 +279,76 @@ class SessionSupervisor(RoleActor):
         if turn.requests >= self.config.max_requests_per_turn:
             self._finish(session, "max_turn_requests")
             return
+        if not self._compact(session):
+            self._request(session)
+
+    def _compact(self, session: SessionState) -> bool:
+        """Ask for a summary of the older history if the last request filled the window.
+
+        True if the summary was asked for: the request then waits for its answer.
+        """
+        route = self._route(session)
+        assert route is not None
+        policy = self.config.compaction
+        used, session.used = session.used, 0  # one try per usage report
+        if not policy.due(used, route.window):
+            return False
+        split = split_history(session.history, used, policy.keep_tokens(route.window))
+        if split is None:
+            return False
+        self.state.attempts_started += 1
+        session.attempt = self.state.attempts_started
+        session.phase = "compacting"
+        session.summarised = split.at
+        request = ModelRequest(
+            model=route.model,
+            history=summary_prompt(session.history[: split.at]),
+            system=SUMMARY_INSTRUCTION,
+            max_tokens=self.config.max_tokens,
+        )
+        logger.info(
+            "compacting %s: %d of %d tokens used, summarising %d of %d messages",
+            session.session_id,
+            used,
+            route.window,
+            split.at,
+            len(session.history),
+        )
+        order = session.order[session.route]
+        self.directory.tell(
+            READER, SummariseHistory(session.session_id, session.attempt, order, request)
+        )
+        return True
+
+    def on_history_summarised(self, msg: HistorySummarised) -> None:
+        session = self._live(msg.session_id, msg.attempt, "compacting")
+        if session is None or session.turn is None:
+            return
+        count = session.summarised
+        session.history[:count] = [summary_message(msg.summary)]
+        session.turn.compacted = True
+        # The turn's prompt moved with the cut (or, in a long turn, went into the summary).
+        session.turn.history_mark = max(1, session.turn.history_mark - count + 1)
+        notes = (compaction_note(count),)
+        self.directory.tell(EMITTER, WriteFrames(session.session_id, notes))
+        self._request(session)
+
+    def on_summary_failed(self, msg: SummaryFailed) -> None:
+        session = self._live(msg.session_id, msg.attempt, "compacting")
+        if session is not None:
+            self._compaction_failed(session, msg.error)
+
+    def _compaction_failed(self, session: SessionState, error: str) -> None:
+        """Go on with the whole history; the editor hears why it was not compacted."""
+        logger.warning("compacting %s failed: %s", session.session_id, error)
+        notes = (compaction_failed_note(error),)
+        self.directory.tell(EMITTER, WriteFrames(session.session_id, notes))
+        self._request(session)
+
+    def _request(self, session: SessionState) -> None:
+        """Send the turn's next model request, over the history as it now stands."""
+        turn = session.turn
+        assert turn is not None
         turn.requests += 1
         # Numbered across the runtime, not per session: a late message of a closed session's
         # attempt must not match an attempt of the session opened again under its id.
@@ -300,6 +405,15 @@ class SessionSupervisor(RoleActor):
     def _after_failure(self, session: SessionState, error: StreamError) -> None:
         assert session.turn is not None
         session.turn.last_error = error.message
+        if (
+            context_overflow(error)
+            and not session.turn.overflowed
+            and self.config.compaction.at > 0
+        ):
+            # Compact whatever the last usage said, once per turn; refused again, it fails.
+            session.turn.overflowed = True
+            self._end_attempt(session, "retry", AfterAttempt("compact"))
+            return
         policy = self.config.retry
         me = self.actor_ref
         if error.retryable and session.retries < policy.max_retries:
@@ -348,6 +462,11 @@ class SessionSupervisor(RoleActor):
                     after.delay,
                     lambda: me.tell(SUPERVISOR, BackoffElapsed(msg.session_id, attempt)),
                 )
+            case "compact":
+                route = self._route(session)
+                assert route is not None
+                session.used = route.window  # the request did not fit: take it as full
+                self._start_attempt(session)
             case "fallback":
                 session.route += 1
                 session.retries = 0
@@ -380,6 +499,7 @@ class SessionSupervisor(RoleActor):
         turn = session.turn
         if msg.usage is not None:
             turn.usage = msg.usage
+            session.used = msg.usage.total_tokens
             route = self._route(session)
             assert route is not None
             frame = usage_update(msg.usage.total_tokens, route.window)
@@ -441,7 +561,10 @@ class SessionSupervisor(RoleActor):
         if session is None or session.turn is None:
             return
         session.turn.cancel_requested = True
-        if session.phase in ("streaming", "ending"):
+        if session.phase == "compacting":  # no cards yet: the summary is simply dropped
+            self.directory.tell(READER, CloseStream(session.session_id, session.attempt))
+            self._finish(session, "cancelled")
+        elif session.phase in ("streaming", "ending"):
             self._end_attempt(session, "cancel", AfterAttempt("cancel"))
         elif session.phase == "backoff":
             self._finish(session, "cancelled")
@@ -455,7 +578,9 @@ class SessionSupervisor(RoleActor):
         session = self.state.sessions.get(msg.session_id)
         if session is None or session.turn is None:
             return
-        if session.phase == "streaming":
+        if session.phase == "compacting":  # the summary may never come: go on without it
+            self._compaction_failed(session, f"{msg.role} crashed")
+        elif session.phase == "streaming":
             self._end_attempt(session, "crash", AfterAttempt("crash"))
         elif session.phase == "ending":
             # The lost message may have been the EndAttempt itself: ask again (idempotent).
@@ -478,7 +603,10 @@ class SessionSupervisor(RoleActor):
         result = TurnResult(stop, error=error, usage=turn.usage)
         history = tuple(session.history)
         self.directory.tell(
-            EMITTER, DeliverTurnResult(session.session_id, result, turn.reply, history)
+            EMITTER,
+            DeliverTurnResult(
+                session.session_id, result, turn.reply, history, rewritten=turn.compacted
+            ),
         )
         if session.closing:
             self._forget(session)

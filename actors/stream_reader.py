@@ -14,18 +14,22 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from toolprep.actors.base import READER, TRACKER, Handlers, RoleActor
+from toolprep.actors.base import READER, SUPERVISOR, TRACKER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
-from toolprep.messages.content import GenerateContentResponse
+from toolprep.messages.content import GenerateContentResponse, TextPart
 from toolprep.messages.turns import (
     ChunksReceived,
     CloseStream,
+    HistorySummarised,
     OpenStream,
     StreamCompleted,
     StreamFailed,
+    SummariseHistory,
+    SummaryFailed,
 )
 from toolprep.runtime.event_loops import EventLoopChoice, new_stream_loop
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
@@ -125,28 +129,49 @@ class StreamReader(RoleActor):
     def handlers(self) -> Handlers:
         return {
             OpenStream: self.on_open,
+            SummariseHistory: self.on_summarise,
             CloseStream: self.on_close,
         }
 
     def on_open(self, msg: OpenStream) -> None:
-        loop = self.state.ensure_loop()
         provider = self.routes[msg.route].provider
         directory = self.directory
+        self._run(
+            msg.session_id,
+            msg.attempt,
+            lambda: _pump(directory, msg.session_id, msg.attempt, provider, msg.request),
+        )
+
+    def on_summarise(self, msg: SummariseHistory) -> None:
+        provider = self.routes[msg.route].provider
+        directory = self.directory
+        self._run(
+            msg.session_id,
+            msg.attempt,
+            lambda: _summarise(directory, msg.session_id, msg.attempt, provider, msg.request),
+        )
+
+    def _run(
+        self,
+        session_id: str,
+        attempt: int,
+        work: Callable[[], Coroutine[Any, Any, None]],
+    ) -> None:
+        """Run ``work`` on the loop as the session's one task (a newer attempt replaces it)."""
+        loop = self.state.ensure_loop()
         state = self.state
 
         def start() -> None:
-            previous = state.tasks.pop(msg.session_id, None)
+            previous = state.tasks.pop(session_id, None)
             if previous is not None:
                 previous[1].cancel()
-            task = loop.create_task(
-                _pump(directory, msg.session_id, msg.attempt, provider, msg.request)
-            )
-            state.tasks[msg.session_id] = (msg.attempt, task)
+            task = loop.create_task(work())
+            state.tasks[session_id] = (attempt, task)
 
             def forget(done: asyncio.Task[None]) -> None:
-                current = state.tasks.get(msg.session_id)
+                current = state.tasks.get(session_id)
                 if current is not None and current[1] is done:
-                    del state.tasks[msg.session_id]
+                    del state.tasks[session_id]
 
             task.add_done_callback(forget)
 
@@ -210,3 +235,42 @@ async def _pump(
                 await aclose()
     flush()
     directory.tell(TRACKER, StreamCompleted(session_id, attempt))
+
+
+async def _summarise(
+    directory: RoleDirectory,
+    session_id: str,
+    attempt: int,
+    provider: Provider,
+    request: ModelRequest,
+) -> None:
+    """Collect a summary request's text; exactly one ``HistorySummarised`` or ``SummaryFailed``.
+
+    The chunks go nowhere else: the editor never sees the summary as a reply.
+    """
+    stream = provider.stream(request)
+    pieces: list[str] = []
+    try:
+        async for chunk in stream:
+            pieces.extend(p.text for p in chunk.parts if isinstance(p, TextPart))
+    except asyncio.CancelledError:
+        raise
+    except StreamError as exc:
+        directory.tell(SUPERVISOR, SummaryFailed(session_id, attempt, exc.message))
+        return
+    except Exception as exc:  # a provider bug fails the summary, not the reader
+        logger.exception("summary request for %s crashed", session_id)
+        directory.tell(SUPERVISOR, SummaryFailed(session_id, attempt, f"provider failed: {exc!r}"))
+        return
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(BaseException):
+                await aclose()
+    summary = "".join(pieces).strip()
+    if not summary:
+        directory.tell(
+            SUPERVISOR, SummaryFailed(session_id, attempt, "the summary came back empty")
+        )
+        return
+    directory.tell(SUPERVISOR, HistorySummarised(session_id, attempt, summary))

@@ -31,4 +31,8 @@ class FrameJournal(Protocol):
 
     def record(self, session_id: str, update: dict[str, Any]) -> None: ...
 
-    def turn_ended(self, session_id: str, history: tuple[Content, ...]) -> None: ...
+    def turn_ended(
+        self, session_id: str, history: tuple[Content, ...], *, rewritten: bool = False
+    ) -> None:
+        """Keep ``history``; ``rewritten``: its start was replaced (compacted), not appended to."""
+        ...

@@ -97,6 +97,24 @@ class StreamFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class HistorySummarised:
+    """Sent by the reader: the summary a ``SummariseHistory`` asked for."""
+
+    session_id: str
+    attempt: int
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryFailed:
+    """Sent by the reader: the summary request failed or came back empty."""
+
+    session_id: str
+    attempt: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class StreamCompleted:
     """Sent by the reader after the provider stream ended normally."""
 
@@ -196,6 +214,19 @@ class OpenStream:
 class CloseStream:
     session_id: str
     attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class SummariseHistory:
+    """Ask the model for a summary of older history; its text is never shown as a reply.
+
+    Runs under the attempt number it is given, so ``CloseStream`` cancels it like a stream.
+    """
+
+    session_id: str
+    attempt: int
+    route: int
+    request: ModelRequest
 
 
 # --- tracker inputs ----------------------------------------------------------
@@ -299,6 +330,8 @@ class DeliverTurnResult:
     reply: Future[TurnResult]
     history: tuple[Content, ...] = ()
     """The session's history as the turn left it (what a journal keeps)."""
+    rewritten: bool = False
+    """The turn compacted the history: its start was replaced, so it is kept whole."""
 
 
 @dataclass(frozen=True, slots=True)

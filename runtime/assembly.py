@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolprep.runtime.compaction import DEFAULT_COMPACT_AT, check_compact_at
 from toolprep.runtime.config import (
     ProviderSettings,
     passed_variable_names,
@@ -40,6 +41,7 @@ RUNTIME_OPTIONS = (
     "max_retry_wait",
     "max_sse_event_bytes",
     "context_window",
+    "compact_at",
     "replay",
     "allow_shell",
     "scrub_env",
@@ -72,6 +74,7 @@ def check_options(options: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` / ``OSError`` now for options no runtime could be built from."""
     settings = _settings(options)
     environment_policy(options, settings)
+    check_compact_at(options.get("compact_at", DEFAULT_COMPACT_AT))
     check_event_loop(options.get("event_loop", "auto"))
     timeout = options.get("mcp_call_timeout")
     if timeout is not None and not timeout > 0:
@@ -112,6 +115,7 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     follows the process the user started, and the front may delete what
     its own workers served.
     """
+    from toolprep.runtime.compaction import CompactionPolicy
     from toolprep.runtime.config import build_routes
     from toolprep.runtime.host import Runtime, RuntimeConfig
     from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOLS, McpConfig
@@ -138,8 +142,11 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
         environment=environment,
         policy=McpPolicy.from_options(options.get("mcp_policy")),
     )
+    compact_at = check_compact_at(options.get("compact_at", DEFAULT_COMPACT_AT))
     config = RuntimeConfig(
-        retry=retry, event_loop=check_event_loop(options.get("event_loop", "auto"))
+        retry=retry,
+        event_loop=check_event_loop(options.get("event_loop", "auto")),
+        compaction=CompactionPolicy(at=compact_at),
     )
     return Runtime(routes, registry, config, store=store, mcp=mcp)
 

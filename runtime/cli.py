@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from toolprep.runtime.assembly import RUNTIME_OPTIONS, check_options, configure_logging
+from toolprep.runtime.compaction import DEFAULT_COMPACT_AT
 from toolprep.runtime.config import DEFAULT_MODELS
 from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
 from toolprep.runtime.event_loops import EVENT_LOOPS
@@ -84,8 +85,17 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="TOKENS",
-        help="context size of the models, for the editor's usage display (default: known "
-        "per model name, else 128000)",
+        help="context size of the models, for the editor's usage display and --compact-at "
+        "(default: known per model name, else 128000)",
+    )
+    acp.add_argument(
+        "--compact-at",
+        type=float,
+        default=DEFAULT_COMPACT_AT,
+        metavar="FRACTION",
+        help="summarise a session's older messages with the model once a request used this "
+        "fraction of the context window, keeping the most recent quarter verbatim; 0 turns "
+        f"it off (default {DEFAULT_COMPACT_AT:g})",
     )
     acp.add_argument(
         "--base-url",

@@ -54,6 +54,7 @@ from toolprep.messages.turns import (
     UserMessage,
     WriteFrames,
 )
+from toolprep.runtime.compaction import CompactionPolicy
 from toolprep.runtime.event_loops import EventLoopChoice, check_event_loop
 from toolprep.runtime.local_host import ClientRequests
 from toolprep.runtime.mcp import McpConfig, McpServerSpec
@@ -102,6 +103,8 @@ class RuntimeConfig:
     restart_window: float = 60.0
     event_loop: EventLoopChoice = "auto"
     """The loop the provider streams run on (``runtime.event_loops``)."""
+    compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
+    """When a session's history is summarised to fit the context window (``--compact-at``)."""
 
 
 class Runtime:
@@ -166,6 +169,7 @@ class Runtime:
             max_tokens=cfg.max_tokens,
             max_requests_per_turn=cfg.max_requests_per_turn,
             retry=cfg.retry,
+            compaction=cfg.compaction,
         )
         executor_options = {
             "workers": cfg.tool_workers,

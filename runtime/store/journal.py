@@ -21,8 +21,9 @@ Should the writer fall ``max_pending`` batches behind (a store stalled for
 long), further batches are dropped and counted instead of queued, so memory
 stays bounded and the emitter never waits for the disk; the loss is logged
 when it starts and counted after each write. A dropped history is repaired
-by the session's next turn end, which writes every entry the store lacks;
-dropped frames are missing from the session's replay.
+by the session's next turn end, which writes every entry the store lacks
+(the whole history, if the lost one was a compacted one that had to be
+written whole); dropped frames are missing from the session's replay.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class _Frames:
 class _History:
     session_id: str
     history: tuple[Content, ...]
+    rewritten: bool = False
 
 
 _Job = _Frames | _History
@@ -96,6 +98,8 @@ class StoreJournal:
         self._done = 0
         self._dropped = _Dropped()
         self._dropping = False
+        # Sessions whose compacted history was not saved: their next one is written whole.
+        self._rewrite_owed: set[str] = set()
         self._closing = False
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self._thread.start()
@@ -110,8 +114,14 @@ class StoreJournal:
         if card is not None and (card[2] or update["sessionUpdate"] == "tool_call"):
             self._hand_over(self._take(session_id))
 
-    def turn_ended(self, session_id: str, history: tuple[Content, ...]) -> None:
-        self._hand_over(self._take(session_id), _History(session_id, history))
+    def turn_ended(
+        self, session_id: str, history: tuple[Content, ...], *, rewritten: bool = False
+    ) -> None:
+        with self._lock:
+            if session_id in self._rewrite_owed:
+                self._rewrite_owed.discard(session_id)
+                rewritten = True
+        self._hand_over(self._take(session_id), _History(session_id, history, rewritten))
 
     def _take(self, session_id: str) -> _Frames | None:
         frames = self._pending.pop(session_id, None)
@@ -135,6 +145,7 @@ class StoreJournal:
                 self._dropping = True
                 for job in refused:
                     self._dropped.add(job)
+                    self._owe_rewrite(job)
                     if isinstance(job, _Frames):
                         self.dropped_frames += len(job.frames)
         if closing:
@@ -204,16 +215,25 @@ class StoreJournal:
                 ", ".join(sorted(dropped.sessions)[:5]),
             )
 
+    def _owe_rewrite(self, job: _Job) -> None:
+        """Remember a lost compacted history (with the lock held): the next is saved whole."""
+        if isinstance(job, _History) and job.rewritten:
+            self._rewrite_owed.add(job.session_id)
+
     def _apply(self, job: _Job) -> None:
         try:
             if isinstance(job, _Frames):
                 self.store.append_frames(job.session_id, job.frames)
             else:
-                self.store.save_history(job.session_id, job.history)
+                self.store.save_history(job.session_id, job.history, rewritten=job.rewritten)
         except StoreError as exc:
             logger.error("%s not saved: %s", _describe(job), exc)
+            with self._lock:
+                self._owe_rewrite(job)
         except Exception:  # the writer serves every session: one bad write must not stop it
             logger.exception("%s not saved", _describe(job))
+            with self._lock:
+                self._owe_rewrite(job)
 
 
 def _coalesce(jobs: list[_Job]) -> list[tuple[_Job, int]]:

@@ -173,20 +173,24 @@ class SessionStore:
                     )
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
 
-    def save_history(self, session_id: str, history: Sequence[Content]) -> None:
+    def save_history(
+        self, session_id: str, history: Sequence[Content], *, rewritten: bool = False
+    ) -> None:
         """Bring the stored history up to ``history`` (at a turn boundary).
 
         A turn only appends to the history or cuts it back to where the turn
         began, never changing what an earlier turn left: so only the entries
         past what is stored are written, and a long session costs no more per
-        turn than a short one. The first user text titles the session.
+        turn than a short one. The exception is a turn that compacted the
+        history (``rewritten``): its start was replaced by a summary, so the
+        whole of it is written again. The first user text titles the session.
         """
         with self._transaction(f"save the history of {session_id}") as db:
             info = self._require(db, session_id)
             (stored,) = db.execute(
                 "SELECT COUNT(*) FROM history WHERE session_id = ?", (session_id,)
             ).fetchone()
-            keep = min(stored, len(history))
+            keep = 0 if rewritten else min(stored, len(history))
             db.execute("DELETE FROM history WHERE session_id = ? AND seq >= ?", (session_id, keep))
             db.executemany(
                 "INSERT INTO history (session_id, seq, entry) VALUES (?, ?, ?)",

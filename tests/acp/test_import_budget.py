@@ -101,6 +101,7 @@ def test_initialize_and_session_new_do_not_wait_for_the_sdk_import(
         (["--max-retries", "-1"], "toolprep: --max-retries must be >= 0"),
         (["--max-line-bytes", "0"], "toolprep: --max-line-bytes must be >= 1, got 0"),
         (["--mcp-call-timeout", "0"], "toolprep: --mcp-call-timeout must be > 0, got 0.0"),
+        (["--compact-at", "1.5"], "toolprep: --compact-at must be a fraction of the context"),
         (["--provider", "openai"], "toolprep: the openai provider needs OPENAI_API_KEY"),
     ],
 )
