@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolprep.messages.modes import DEFAULT_MODE, SessionMode, check_mode
 from toolprep.runtime.config import ProviderSettings, resolve_settings, scrubbed_variable_names
 from toolprep.runtime.event_loops import check_event_loop
 
@@ -35,6 +36,7 @@ RUNTIME_OPTIONS = (
     "context_window",
     "replay",
     "allow_shell",
+    "mode",
     "scrub_env",
     "mcp_call_timeout",
     "log_level",
@@ -58,6 +60,7 @@ def check_options(options: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` / ``OSError`` now for options no runtime could be built from."""
     settings = _settings(options)
     scrubbed_variable_names(options["scrub_env"])
+    starting_mode(options)
     check_event_loop(options.get("event_loop", "auto"))
     timeout = options.get("mcp_call_timeout")
     if timeout is not None and not timeout > 0:
@@ -70,6 +73,19 @@ def check_options(options: Mapping[str, Any]) -> None:
         from toolprep.runtime.providers.sdks import check_provider_key
 
         check_provider_key(settings.provider, api_key=settings.api_key, base_url=settings.base_url)
+
+
+def starting_mode(options: Mapping[str, Any]) -> SessionMode:
+    """The mode new sessions start in: ``--mode``, else ``auto`` under ``--allow-shell``,
+    else ``ask``. ``--allow-shell`` with another ``--mode`` is a ``ValueError``."""
+    chosen = options.get("mode")
+    if options.get("allow_shell"):
+        if chosen not in (None, "auto"):
+            raise ValueError(
+                f"--allow-shell starts sessions in auto mode; it contradicts --mode {chosen}"
+            )
+        return "auto"
+    return DEFAULT_MODE if chosen is None else check_mode(chosen)
 
 
 def default_data_dir() -> Path:
@@ -104,7 +120,8 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     configure_logging(options["log_level"])
     settings = _settings(options)
     routes = build_routes(settings)
-    tool_config = ToolConfig(allow_shell=options["allow_shell"])
+    # Shell permission follows each session's mode (--allow-shell starts them in auto).
+    tool_config = ToolConfig()
     registry = default_registry(tool_config)
     environment = EnvironmentPolicy.for_agent(
         configured_key=settings.api_key, names=scrubbed_variable_names(options["scrub_env"])
@@ -119,7 +136,9 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
         environment=environment,
     )
     config = RuntimeConfig(
-        retry=retry, event_loop=check_event_loop(options.get("event_loop", "auto"))
+        retry=retry,
+        event_loop=check_event_loop(options.get("event_loop", "auto")),
+        default_mode=starting_mode(options),
     )
     return Runtime(routes, registry, config, store=store, mcp=mcp)
 
