@@ -4,6 +4,8 @@ in the store across ``session/load``, and the same through worker processes."""
 
 from __future__ import annotations
 
+import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.acp.conftest import agent_command
+from tests.acp.conftest import REPO, agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate
 from tests.support.fake_provider import FakeProviderServer
@@ -283,3 +285,38 @@ def test_allow_shell_starts_sessions_in_auto_and_contradicting_modes_are_refused
         assert "--allow-shell starts sessions in auto mode" in refused.stderr()
     finally:
         refused.kill()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("mode", ["plan", "auto"])
+def test_mcp_tools_follow_the_mode_by_their_read_only_hint(
+    kind: str, mode: str, server: FakeProviderServer, workdir: Path
+) -> None:
+    echo = ("call_echo", "mcp__echo__echo", {"text": "hello"})  # not read-only: asks in ask
+    pid: sc.Call = ("call_pid", "mcp__echo__pid", {})  # read-only
+    server.enqueue(sc.ok(sc.calls_turn(kind, [echo, pid])), sc.ok(sc.text_turn(kind)))
+    echo_server = {
+        "name": "echo",
+        "command": sys.executable,
+        "args": ["-m", "tests.support.mcp_echo_server", "--tag", f"modes-{uuid.uuid4().hex}"],
+        "env": [{"name": "PYTHONPATH", "value": str(REPO)}],
+    }
+    agent = _start(kind, server, workdir, "--no-persist", "--mode", mode)
+    try:
+        agent.initialize()
+        params = {"cwd": str(workdir), "mcpServers": [echo_server]}
+        session_id = agent.result(agent.request("session/new", params))["sessionId"]
+        assert _turn(agent, session_id) == []  # nothing asks in either mode
+        assert _last_card(agent, session_id, "call_pid")["status"] == "completed"
+        card = _last_card(agent, session_id, "call_echo")
+        if mode == "plan":
+            assert card["status"] == "failed"
+            assert card["title"] == PLAN_TITLE.format("mcp__echo__echo")
+            assert "echo: hello" not in _tool_results_sent_back(server)
+        else:
+            assert card["status"] == "completed"
+            assert "echo: hello" in _tool_results_sent_back(server)
+        agent.close_input()
+        assert agent.wait_exit() == 0
+    finally:
+        agent.kill()
