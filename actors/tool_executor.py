@@ -26,7 +26,7 @@ from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from toolprep.actors.base import EMITTER, EXECUTOR, SUPERVISOR, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
@@ -219,16 +219,23 @@ class ToolExecutor(RoleActor):
             raw_input=call.args,
         )
         rule = mode_rule(self.mode_of(session_id), tool)
-        if rule == "refused":
-            refused_title, text = refused_in_plan_mode(call.name)
-            if not request.prepared:  # the card opens now, to say why it never runs
-                self._frames(
-                    session_id, describe(title=refused_title, prepared=False, status="pending")
-                )
-            self._finish_call(session_id, batch, ok=False, error=text, title=refused_title)
-            return
+        match rule:
+            case "refused":
+                refused_title, text = refused_in_plan_mode(call.name)
+                if not request.prepared:  # the card opens now, to say why it never runs
+                    self._frames(
+                        session_id, describe(title=refused_title, prepared=False, status="pending")
+                    )
+                self._finish_call(session_id, batch, ok=False, error=text, title=refused_title)
+                return
+            case "allowed":
+                asks_first = False
+            case "tool_decides":
+                asks_first = _asks_first(tool, call.args)
+            case _:
+                assert_never(rule)
         describe = functools.partial(describe, title=title)
-        if rule == "tool_decides" and _asks_first(tool, call.args):
+        if asks_first:
             if not request.prepared:  # the card opens now, waiting
                 self._frames(session_id, describe(prepared=False, status="pending"))
             batch.held = HeldStart(self.directory, session_id, describe(prepared=True))
