@@ -10,6 +10,9 @@ Calls of one session run one after another in the order the model made them;
 sessions run side by side. A tool that raises or times out is an ordinary
 failed result: the card ends ``failed`` with the error text, and the model
 sees the error. Only a call that never reached execution is *discarded*.
+The session's mode, read as each call starts, may let a call run without
+asking or refuse it (plan mode): a refused call's card fails saying why,
+and the model is told the same.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from toolprep.actors.base import EMITTER, EXECUTOR, SUPERVISOR, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages import frames
+from toolprep.messages.modes import DEFAULT_MODE, SessionMode
 from toolprep.messages.permissions import PERMISSION_OUTCOMES, check_outcome
 from toolprep.messages.turns import (
     AskPermission,
@@ -56,7 +60,9 @@ from toolprep.runtime.tools.permissions import (
     ALLOWED_OUTCOMES,
     CANCELLED_WHILE_WAITING,
     AlwaysAllowed,
+    mode_rule,
     permission_scope,
+    refused_in_plan_mode,
 )
 from toolprep.runtime.tools.registry import ToolRegistry
 
@@ -126,9 +132,11 @@ class ToolExecutor(RoleActor):
         timeout: float = 120.0,
         client_fs_for: Callable[[str], ClientFilesystem | None] = lambda _session_id: None,
         session_tool: Callable[[str, str], Tool | None] = lambda _session_id, _name: None,
+        mode_of: Callable[[str], SessionMode] = lambda _session_id: DEFAULT_MODE,
     ) -> None:
         """``session_tool(session_id, name)`` finds a tool of that session only (its MCP
-        servers'); the shared ``registry`` is asked first."""
+        servers'); the shared ``registry`` is asked first. ``mode_of(session_id)`` is the
+        session's mode now."""
         super().__init__(directory)
         self.state = state
         if state.pool is None:
@@ -138,6 +146,7 @@ class ToolExecutor(RoleActor):
         self.timeout = timeout
         self.client_fs_for = client_fs_for
         self.session_tool = session_tool
+        self.mode_of = mode_of
 
     def handlers(self) -> Handlers:
         return {
@@ -205,12 +214,28 @@ class ToolExecutor(RoleActor):
             frames.execution_started,
             request.call_id,
             call.name,
-            title=title,
             kind=tool.kind,
             locations=locations,
             raw_input=call.args,
         )
-        if _asks_first(tool, call.args):
+        rule = mode_rule(self.mode_of(session_id), tool)
+        match rule:
+            case "refused":
+                refused_title, text = refused_in_plan_mode(call.name)
+                if not request.prepared:  # the card opens now, to say why it never runs
+                    self._frames(
+                        session_id, describe(title=refused_title, prepared=False, status="pending")
+                    )
+                self._finish_call(session_id, batch, ok=False, error=text, title=refused_title)
+                return
+            case "allowed":
+                asks_first = False
+            case "tool_decides":
+                asks_first = _asks_first(tool, call.args)
+            case _:
+                assert_never(rule)
+        describe = functools.partial(describe, title=title)
+        if asks_first:
             if not request.prepared:  # the card opens now, waiting
                 self._frames(session_id, describe(prepared=False, status="pending"))
             batch.held = HeldStart(self.directory, session_id, describe(prepared=True))
@@ -228,8 +253,12 @@ class ToolExecutor(RoleActor):
         except Exception as exc:  # never "Always allow" more than this one call
             logger.warning("the permission scope of %s failed: %r", call.name, exc)
             scope = f"{call.name}: call {request.call_id}"
-        context.request_permission = self._permission_asker(
-            session_id, request, title, tool.kind, context.cancelled, batch.held, scope
+        context.request_permission = (
+            _granted
+            if rule == "allowed"
+            else self._permission_asker(
+                session_id, request, title, tool.kind, context.cancelled, batch.held, scope
+            )
         )
         batch.context = context
         attempt, call_id = batch.attempt, request.call_id
@@ -330,9 +359,10 @@ class ToolExecutor(RoleActor):
         ok: bool,
         output: ToolOutput | None = None,
         error: str | None = None,
+        title: str | None = None,
     ) -> None:
         with _settled(batch) as unreleased:
-            self._finish_frames(session_id, batch, ok, output, error, unreleased)
+            self._finish_frames(session_id, batch, ok, output, error, unreleased, title)
         batch.index += 1
         batch.context = None
         batch.held = None
@@ -349,6 +379,7 @@ class ToolExecutor(RoleActor):
         output: ToolOutput | None,
         error: str | None,
         unreleased: dict[str, Any] | None,
+        title: str | None = None,
     ) -> None:
         request = batch.calls[batch.index]
         name = request.call.name
@@ -370,16 +401,16 @@ class ToolExecutor(RoleActor):
             batch.results.append(ToolCallResult(request.call_id, name, True, output.llm_output))
         else:
             text = error or "failed"
-            self._frames(
-                session_id,
-                frames.tool_result(
-                    request.call_id,
-                    name,
-                    ok=False,
-                    content=[frames.text_content(text)],
-                    raw_output={"error": text},
-                ),
+            failed = frames.tool_result(
+                request.call_id,
+                name,
+                ok=False,
+                content=[frames.text_content(text)],
+                raw_output={"error": text},
             )
+            if title is not None:
+                failed["title"] = title
+            self._frames(session_id, failed)
             batch.results.append(ToolCallResult(request.call_id, name, False, text))
 
     def on_cancel(self, msg: CancelTools) -> None:
@@ -438,6 +469,11 @@ class ToolExecutor(RoleActor):
         pool = self.state.pool
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _granted(_permission: PermissionRequest) -> PermissionOutcome:
+    """The answer for a call the session's mode lets run without asking."""
+    return "allow_once"
 
 
 def _asks_first(tool: Tool, args: Mapping[str, Any]) -> bool:

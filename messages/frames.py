@@ -15,6 +15,8 @@ import datetime
 from collections.abc import Sequence
 from typing import Any, Literal, assert_never
 
+from toolprep.messages.modes import SessionMode, mode_option
+
 
 def provenance_meta(tool_name: str) -> dict[str, Any]:
     """``mcp__<server>__<tool>`` names come from an MCP server; the rest are built in."""
@@ -181,11 +183,12 @@ MODEL_OPTION = "model"
 """The id of the session config option that picks the model (ACP category ``model``)."""
 
 
-def model_options(current: str, models: Sequence[str]) -> list[dict[str, Any]]:
+def session_options(model: str, models: Sequence[str], mode: SessionMode) -> list[dict[str, Any]]:
     """A session's config options, as ``session/new`` and ``config_option_update`` carry them.
 
-    The model is the one option: a dropdown of the configured models, the
-    session's choice first in line and the rest its fallbacks in their order.
+    The model comes first: a dropdown of the configured models, the session's
+    choice first in line and the rest its fallbacks in their order. The mode
+    follows, the same choice ``session/set_mode`` makes.
     """
     return [
         {
@@ -195,16 +198,17 @@ def model_options(current: str, models: Sequence[str]) -> list[dict[str, Any]]:
             "fallbacks, in the order shown",
             "category": "model",
             "type": "select",
-            "currentValue": current,
-            "options": [{"value": model, "name": model} for model in models],
-        }
+            "currentValue": model,
+            "options": [{"value": name, "name": name} for name in models],
+        },
+        mode_option(mode),
     ]
 
 
-def config_option_update(current: str, models: Sequence[str]) -> dict[str, Any]:
+def config_option_update(model: str, models: Sequence[str], mode: SessionMode) -> dict[str, Any]:
     return {
         "sessionUpdate": "config_option_update",
-        "configOptions": model_options(current, models),
+        "configOptions": session_options(model, models, mode),
     }
 
 

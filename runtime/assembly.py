@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolprep.messages.modes import DEFAULT_MODE, SessionMode, check_mode
 from toolprep.runtime.compaction import DEFAULT_COMPACT_AT, check_compact_at
 from toolprep.runtime.config import (
     ProviderSettings,
@@ -44,6 +45,7 @@ RUNTIME_OPTIONS = (
     "compact_at",
     "replay",
     "allow_shell",
+    "mode",
     "scrub_env",
     "pass_env",
     "mcp_call_timeout",
@@ -75,6 +77,7 @@ def check_options(options: Mapping[str, Any]) -> None:
     settings = _settings(options)
     environment_policy(options, settings)
     check_compact_at(options.get("compact_at", DEFAULT_COMPACT_AT))
+    starting_mode(options)
     check_event_loop(options.get("event_loop", "auto"))
     timeout = options.get("mcp_call_timeout")
     if timeout is not None and not timeout > 0:
@@ -91,6 +94,19 @@ def check_options(options: Mapping[str, Any]) -> None:
         from toolprep.runtime.providers.sdks import check_provider_key
 
         check_provider_key(settings.provider, api_key=settings.api_key, base_url=settings.base_url)
+
+
+def starting_mode(options: Mapping[str, Any]) -> SessionMode:
+    """The mode new sessions start in: ``--mode``, else ``auto`` under ``--allow-shell``,
+    else ``ask``. ``--allow-shell`` with another ``--mode`` is a ``ValueError``."""
+    chosen = options.get("mode")
+    if options.get("allow_shell"):
+        if chosen not in (None, "auto"):
+            raise ValueError(
+                f"--allow-shell starts sessions in auto mode; it contradicts --mode {chosen}"
+            )
+        return "auto"
+    return DEFAULT_MODE if chosen is None else check_mode(chosen)
 
 
 def default_data_dir() -> Path:
@@ -128,7 +144,8 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     configure_logging(options["log_level"])
     settings = _settings(options)
     routes = build_routes(settings)
-    tool_config = ToolConfig(allow_shell=options["allow_shell"])
+    # Shell permission follows each session's mode (--allow-shell starts them in auto).
+    tool_config = ToolConfig()
     registry = default_registry(tool_config)
     environment = environment_policy(options, settings)
     registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
@@ -147,6 +164,7 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
         retry=retry,
         event_loop=check_event_loop(options.get("event_loop", "auto")),
         compaction=CompactionPolicy(at=compact_at),
+        default_mode=starting_mode(options),
     )
     return Runtime(routes, registry, config, store=store, mcp=mcp)
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from toolprep.messages.modes import MODES
 from toolprep.runtime.assembly import RUNTIME_OPTIONS, check_options, configure_logging
 from toolprep.runtime.compaction import DEFAULT_COMPACT_AT
 from toolprep.runtime.config import DEFAULT_MODELS
@@ -142,10 +143,19 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="largest accepted JSON-RPC message (default 8 MiB)",
     )
     acp.add_argument(
+        "--mode",
+        choices=MODES,
+        default=None,
+        help="the mode new sessions start in (an editor may switch it): ask = shell "
+        "commands and MCP tools that change things ask first; accept_edits = file edits "
+        "never ask, shell still does; plan = read-only tools only; auto = nothing asks "
+        "(default ask)",
+    )
+    acp.add_argument(
         "--allow-shell",
         action="store_true",
-        help="run shell commands without asking for permission (default: ask the editor "
-        "before each one)",
+        help="start sessions in auto mode, where no tool asks for permission (the same as "
+        "--mode auto; default: ask the editor before each shell command)",
     )
     acp.add_argument(
         "--scrub-env",

@@ -42,6 +42,7 @@ from toolprep.actors.stream_reader import ModelRoute, ReaderState, StreamReader
 from toolprep.actors.tool_executor import ExecutorState, ToolExecutor
 from toolprep.messages.content import Content, Part
 from toolprep.messages.frames import agent_message_chunk, config_option_update
+from toolprep.messages.modes import DEFAULT_MODE, SessionMode, check_mode, current_mode_update
 from toolprep.messages.turns import (
     AttachSink,
     CancelTurn,
@@ -105,6 +106,8 @@ class RuntimeConfig:
     """The loop the provider streams run on (``runtime.event_loops``)."""
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
     """When a session's history is summarised to fit the context window (``--compact-at``)."""
+    default_mode: SessionMode = DEFAULT_MODE
+    """The mode a new session starts in (and a stored one that never kept a mode)."""
 
 
 class Runtime:
@@ -139,6 +142,7 @@ class Runtime:
         # Each open session and the route its turns start with (its chosen model).
         self._sessions: dict[str, int] = {}
         self._models = tuple(dict.fromkeys(route.model for route in self.routes))
+        self._modes: dict[str, SessionMode] = {}  # each open session's mode
         self._client_fs: dict[str, ClientFilesystem] = {}
         self._requests = ClientRequests()
         self._outstanding: Counter[str] = Counter()
@@ -176,6 +180,7 @@ class Runtime:
             "timeout": cfg.tool_timeout,
             "client_fs_for": self._client_fs.get,
             "session_tool": self.mcp.tool,
+            "mode_of": self.mode_of,
         }
         return {
             EMITTER: (AcpEmitter, (self.emitter_state,), {}),
@@ -258,7 +263,10 @@ class Runtime:
         self.store.close_open_cards(session_id)  # what a crash of its last process left open
         stored = self.store.load(session_id, frames=with_frames)
         route = self._route_of(stored.info.model)
-        self._open(session_id, stored.info.cwd, sink, editor, stored.history, mcp_servers, route)
+        mode = self._stored_mode(session_id)
+        self._open(
+            session_id, stored.info.cwd, sink, editor, stored.history, mcp_servers, route, mode
+        )
         return stored
 
     # --- SessionArchive, when built with a store ---------------------------------------------
@@ -334,9 +342,11 @@ class Runtime:
         history: tuple[Content, ...],
         mcp_servers: Sequence[McpServerSpec] = (),
         route: int = 0,
+        mode: SessionMode | None = None,
         *,
         create_in_store: bool = False,
     ) -> None:
+        mode = mode or self.config.default_mode
         client_fs: ClientFilesystem | None = None
         if isinstance(sink, FrameSink):
             sink, client_fs = self._requests.bridge(session_id, sink, editor)
@@ -348,16 +358,19 @@ class Runtime:
             if session_id in self._sessions:
                 raise ValueError(f"a session with this id is already open: {session_id}")
             self._sessions[session_id] = route
+            self._modes[session_id] = mode
             if client_fs is not None:
                 self._client_fs[session_id] = client_fs
         try:
             if create_in_store and self.store is not None:
                 self.store.create(session_id, cwd, self.routes[0].model)
+                self.store.set_mode(session_id, mode)
             # Started before the session can take a prompt, so its first turn has the tools.
             own_tools = self.mcp.open(session_id, cwd, mcp_servers)
         except BaseException:
             with self._lock:
                 self._sessions.pop(session_id, None)
+                self._modes.pop(session_id, None)
                 self._client_fs.pop(session_id, None)
             self.mcp.close(session_id)
             raise
@@ -376,12 +389,31 @@ class Runtime:
             logger.warning("stored model %r is not configured; using %s", model, self._models[0])
         return 0
 
+    def _stored_mode(self, session_id: str) -> SessionMode:
+        """The mode the store kept for the session; the default if it kept none it knows."""
+        assert self.store is not None
+        stored = self.store.mode_of(session_id)
+        if stored is None:
+            return self.config.default_mode
+        try:
+            return check_mode(stored)
+        except ValueError as exc:
+            default = self.config.default_mode
+            logger.warning("stored mode of %s is unknown (%s); using %s", session_id, exc, default)
+            return self.config.default_mode
+
+    def mode_of(self, session_id: str) -> SessionMode:
+        """The session's mode now (the default for a session no longer open)."""
+        with self._lock:
+            return self._modes.get(session_id, self.config.default_mode)
+
     def session_config(self, session_id: str) -> SessionConfig:
         with self._lock:
             route = self._sessions.get(session_id)
+            mode = self._modes.get(session_id, self.config.default_mode)
         if route is None:
             raise UnknownSession(session_id)
-        return SessionConfig(self.routes[route].model, self._models)
+        return SessionConfig(self.routes[route].model, self._models, mode)
 
     def set_model(self, session_id: str, model: str) -> SessionConfig:
         if model not in self._models:
@@ -391,15 +423,32 @@ class Runtime:
             if session_id not in self._sessions:
                 raise UnknownSession(session_id)
             self._sessions[session_id] = route
+            mode = self._modes[session_id]
         self.directory.tell(SUPERVISOR, ChooseModel(session_id, route))
-        update = config_option_update(model, self._models)
+        update = config_option_update(model, self._models, mode)
         self.directory.tell(EMITTER, WriteFrames(session_id, (update,)))
         if self.store is not None:
             try:
                 self.store.set_model(session_id, model)
             except StoreError as exc:
                 logger.error("the model of %s is not kept: %s", session_id, exc)
-        return SessionConfig(model, self._models)
+        return SessionConfig(model, self._models, mode)
+
+    def set_mode(self, session_id: str, mode: SessionMode) -> SessionConfig:
+        with self._lock:
+            route = self._sessions.get(session_id)
+            if route is None:
+                raise UnknownSession(session_id)
+            self._modes[session_id] = mode
+        model = self.routes[route].model
+        updates = (current_mode_update(mode), config_option_update(model, self._models, mode))
+        self.directory.tell(EMITTER, WriteFrames(session_id, updates))
+        if self.store is not None:
+            try:
+                self.store.set_mode(session_id, mode)
+            except StoreError as exc:
+                logger.error("the mode of %s is not kept: %s", session_id, exc)
+        return SessionConfig(model, self._models, mode)
 
     def has_session(self, session_id: str) -> bool:
         with self._lock:
@@ -494,6 +543,7 @@ class Runtime:
             if session_id not in self._sessions:
                 raise UnknownSession(session_id)
             del self._sessions[session_id]
+            self._modes.pop(session_id, None)
             self._client_fs.pop(session_id, None)
             self._closing[session_id] = closed  # in the same step, so a reopen sees it
             roles_running = not self._closed

@@ -5,7 +5,8 @@ behind it can live in this process (``Runtime``), in worker processes behind a
 routing front, or on a cluster, without the front end changing:
 
 - in: ``open_session`` / ``prompt`` / ``cancel`` / ``answer_permission`` /
-  ``answer_editor`` / ``set_model`` / ``close_session`` / ``shutdown``;
+  ``answer_editor`` / ``set_model`` / ``set_mode`` /
+  ``close_session`` / ``shutdown``;
 - out: one ordered stream per session, delivered to the ``FrameSink`` the
   caller attached when it opened the session: ACP ``session/update`` payloads
   (as dicts, or already encoded as JSON bytes by a host that serialised them
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from toolprep.messages.content import Part
+from toolprep.messages.modes import SessionMode
 from toolprep.messages.permissions import PERMISSION_OUTCOMES, PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.mcp.specs import McpServerSpec
@@ -107,14 +109,16 @@ class UnknownModel(SessionHostError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class SessionConfig:
-    """A session's settings an editor may change: the model its turns start with.
+    """A session's settings an editor may change: the model its turns start with, its mode.
 
     ``models`` are every model the host is configured with, in fallback
     order; a turn starts with ``model`` and falls back through the others.
+    ``mode`` says which tools run without asking (``messages.modes``).
     """
 
     model: str
     models: tuple[str, ...]
+    mode: SessionMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +290,14 @@ class SessionHost(Protocol):
         a ``config_option_update`` (in order with its frames), and a host that
         keeps sessions keeps the choice. Raises ``UnknownModel`` for a model
         not in ``session_config(...).models``.
+        """
+
+    def set_mode(self, session_id: str, mode: SessionMode) -> SessionConfig:
+        """Run the session's tool calls in ``mode`` from the next call on; returns the settings.
+
+        The session sends every attached sink a ``current_mode_update`` and a
+        ``config_option_update`` (in order with its frames), and a host that
+        keeps sessions keeps the choice.
         """
 
     def close_session(self, session_id: str) -> None:

@@ -23,7 +23,8 @@ from typing import Any, assert_never
 
 import orjson
 
-from toolprep.messages.frames import MODEL_OPTION, iso8601, model_options
+from toolprep.messages.frames import MODEL_OPTION, iso8601, session_options
+from toolprep.messages.modes import MODE_OPTION, MODES, UnknownMode, check_mode, mode_state
 from toolprep.messages.permissions import SELECTABLE_OUTCOMES, PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.acp.errors import (
@@ -48,6 +49,7 @@ from toolprep.runtime.session_host import (
     ReadTextFile,
     RequestPermission,
     SessionArchive,
+    SessionConfig,
     SessionHost,
     SessionLimitReached,
     SessionServedElsewhere,
@@ -264,6 +266,13 @@ def _answer_in_background(
     return answer
 
 
+def _settings_of(config: SessionConfig) -> dict[str, Any]:
+    return {
+        "modes": mode_state(config.mode),
+        "configOptions": session_options(config.model, config.models, config.mode),
+    }
+
+
 def _permission_outcome(result: Any) -> PermissionOutcome:
     outcome = result.get("outcome") if isinstance(result, dict) else None
     if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
@@ -298,6 +307,7 @@ class AcpAgent:
         connection.on_notification("session/cancel", self.cancel)
         connection.on_request("session/close", self.close_session)
         connection.on_request("session/set_config_option", self.set_config_option)
+        connection.on_request("session/set_mode", self.set_mode)
         if archive is not None:
             connection.on_request("session/load", self.load_session)
             connection.on_request("session/resume", self.resume_session)
@@ -346,11 +356,11 @@ class AcpAgent:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         with self._lock:
             self._sessions.add(session_id)
-        return {"sessionId": session_id, "configOptions": self._config_options(session_id)}
+        return {"sessionId": session_id, **self._settings(session_id)}
 
-    def _config_options(self, session_id: str) -> list[dict[str, Any]]:
-        config = self.host.session_config(session_id)
-        return model_options(config.model, config.models)
+    def _settings(self, session_id: str) -> dict[str, Any]:
+        """``modes`` and ``configOptions``, as session/new, load and resume answer."""
+        return _settings_of(self.host.session_config(session_id))
 
     def _editor(self) -> EditorCapabilities:
         fs_caps = self.client_capabilities.get("fs")
@@ -393,30 +403,52 @@ class AcpAgent:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         with self._lock:
             self._sessions.add(session_id)
-        return {"configOptions": self._config_options(session_id)}
+        return self._settings(session_id)
 
     def set_config_option(self, params: Any, request_id: Any = None) -> dict[str, Any]:
-        """Change a session setting; the only one is the model (``configId`` ``"model"``)."""
+        """Change a session setting: the model (``configId`` ``"model"``) or the mode
+        (``"mode"``, as ``session/set_mode`` does)."""
         session_id = self._session(params)
         config_id = require(params, "configId", str)
-        if config_id != MODEL_OPTION:
+        if config_id not in (MODEL_OPTION, MODE_OPTION):
             raise RpcError(
                 INVALID_PARAMS,
                 f"Invalid params: unknown config option {config_id!r}; "
-                f"this agent offers {MODEL_OPTION!r}",
+                f"this agent offers {MODEL_OPTION!r} and {MODE_OPTION!r}",
             )
         if params.get("type", "value_id") != "value_id":
-            raise RpcError(INVALID_PARAMS, "Invalid params: the model option takes a value id")
+            raise RpcError(
+                INVALID_PARAMS, f"Invalid params: the {config_id} option takes a value id"
+            )
         value = require(params, "value", str)
+        if config_id == MODE_OPTION:
+            config = self._set_mode(session_id, value)
+        else:
+            try:
+                config = self.host.set_model(session_id, value)
+            except UnknownSession as exc:
+                raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+            except UnknownModel as exc:
+                raise RpcError(
+                    INVALID_PARAMS, f"Invalid params: {exc}", {"models": list(exc.models)}
+                ) from None
+        return {"configOptions": _settings_of(config)["configOptions"]}
+
+    def set_mode(self, params: Any, request_id: Any = None) -> dict[str, Any]:
+        """Change the session's mode; every client attached hears ``current_mode_update``."""
+        session_id = self._session(params)
+        self._set_mode(session_id, require(params, "modeId", str))
+        return {}
+
+    def _set_mode(self, session_id: str, value: str) -> SessionConfig:
         try:
-            config = self.host.set_model(session_id, value)
+            return self.host.set_mode(session_id, check_mode(value))
         except UnknownSession as exc:
             raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
-        except UnknownModel as exc:
+        except UnknownMode as exc:
             raise RpcError(
-                INVALID_PARAMS, f"Invalid params: {exc}", {"models": list(exc.models)}
+                INVALID_PARAMS, f"Invalid params: {exc}", {"modes": list(MODES)}
             ) from None
-        return {"configOptions": model_options(config.model, config.models)}
 
     def close_session(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         """End the session's running turn (its prompt answers ``cancelled``) and close it."""

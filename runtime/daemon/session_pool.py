@@ -30,6 +30,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from toolprep.messages.content import Part
+from toolprep.messages.modes import SessionMode
 from toolprep.messages.permissions import PermissionOutcome
 from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.daemon.shared_session import ClientConnection, SharedSession
@@ -346,6 +347,11 @@ class PoolClient:
         # Every client attached to the session hears of it through its config_option_update.
         self._pool.session(session_id)
         return self._pool.host.set_model(session_id, model)
+
+    def set_mode(self, session_id: str, mode: SessionMode) -> SessionConfig:
+        # Every client attached to the session hears of it through its current_mode_update.
+        self._pool.session(session_id)
+        return self._pool.host.set_mode(session_id, mode)
 
     def close_session(self, session_id: str) -> None:
         self._pool.close(session_id)

@@ -5,7 +5,9 @@ asking; any other asks the client first, as ``run_shell_command`` does
 without ``--allow-shell`` (there is no flag that pre-approves MCP tools: a
 server is code the editor's user configured, but what its tools do is
 only known from its own description). The hint is the server's word, which
-is why only the harmless direction (skip a question) depends on it.
+is why only the harmless direction (skip a question) depends on it. The
+session's mode (``messages.modes``) may still let a call run without asking
+(``auto``) or refuse one the hint does not call read-only (``plan``).
 
 The call itself runs on the MCP loop; this worker thread waits for it,
 bounded by the MCP call timeout (and below the executor's own tool
@@ -60,6 +62,11 @@ class McpTool:
 
     def locations(self, args: Mapping[str, Any], cwd: Path) -> list[dict[str, Any]]:
         return []
+
+    @property
+    def read_only(self) -> bool:
+        """The server's ``readOnlyHint``: what plan mode lets run."""
+        return self.listed.read_only
 
     def needs_permission(self, args: Mapping[str, Any]) -> bool:
         return not self.listed.read_only

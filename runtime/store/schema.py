@@ -45,6 +45,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (session_id, call_id)
     ) WITHOUT ROWID;
     """,
+    # 1 -> 2: the session's mode (``messages.modes``); NULL for one stored before modes were.
+    """
+    ALTER TABLE sessions ADD COLUMN mode TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

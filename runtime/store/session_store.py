@@ -1,6 +1,6 @@
 """``SessionStore``: sessions, their history and their frames in one SQLite file.
 
-What is kept, per session: where it works (cwd), its model and title, the
+What is kept, per session: where it works (cwd), its model, mode and title, the
 history the model sees (saved whole at each turn boundary) and a numbered
 log of the ``session/update`` frames sent, so that loading the session can
 replay exactly what the editor showed. The cards among those frames that
@@ -210,6 +210,19 @@ class SessionStore:
         with self._transaction(f"set the model of {session_id}") as db:
             self._require(db, session_id)
             db.execute("UPDATE sessions SET model = ? WHERE id = ?", (model, session_id))
+
+    def set_mode(self, session_id: str, mode: str) -> None:
+        """Keep the session's mode (``messages.modes``), so a loaded session keeps it."""
+        with self._transaction(f"set the mode of {session_id}") as db:
+            self._require(db, session_id)
+            db.execute("UPDATE sessions SET mode = ? WHERE id = ?", (mode, session_id))
+
+    def mode_of(self, session_id: str) -> str | None:
+        """The mode the session keeps; None if it never kept one (stored before modes were)."""
+        with self._transaction(f"read the mode of {session_id}") as db:
+            self._require(db, session_id)
+            (mode,) = db.execute("SELECT mode FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return None if mode is None else str(mode)
 
     def delete(self, session_id: str) -> None:
         """Forget the session's content; its id stays taken so it is never reused.

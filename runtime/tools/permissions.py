@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, assert_never
 
+from toolprep.messages.modes import SessionMode
 from toolprep.runtime.tools.base import (
     PermissionRequest,
     Tool,
@@ -21,6 +22,17 @@ from toolprep.runtime.tools.base import (
 )
 
 ALLOWED_OUTCOMES = frozenset({"allow_once", "allow_always"})
+
+READ_ONLY_KINDS: frozenset[str] = frozenset({"read", "search", "think"})
+"""Kinds of tool that change nothing; a tool may say otherwise with a ``read_only`` attribute."""
+
+EDIT_KINDS: frozenset[str] = frozenset({"edit", "delete", "move"})
+"""Kinds of tool that change files, which ``accept_edits`` lets run without asking."""
+
+ModeRule = Literal["tool_decides", "allowed", "refused"]
+"""What a session's mode makes of one call: ``tool_decides`` asks when the tool says it
+needs permission; ``allowed`` runs it and grants any permission it asks for; ``refused``
+does not run it."""
 
 CANCELLED_WHILE_WAITING = "Cancelled while waiting for permission; nothing was run"
 """What a call's card says when its permission request ends in a cancel. The client's
@@ -38,6 +50,41 @@ def permission_scope(tool: Tool, args: Mapping[str, Any]) -> str:
     if callable(scope):
         return str(scope(args))
     return tool.name
+
+
+def is_read_only(tool: Tool) -> bool:
+    """Whether the tool changes nothing: its ``read_only`` attribute if it has one (an MCP
+    tool has the server's ``readOnlyHint``), else its kind."""
+    declared = getattr(tool, "read_only", None)
+    if isinstance(declared, bool):
+        return declared
+    return tool.kind in READ_ONLY_KINDS
+
+
+def mode_rule(mode: SessionMode, tool: Tool) -> ModeRule:
+    """What ``mode`` makes of a call of ``tool``."""
+    match mode:
+        case "ask":
+            return "tool_decides"
+        case "accept_edits":
+            return "allowed" if tool.kind in EDIT_KINDS else "tool_decides"
+        case "plan":
+            return "tool_decides" if is_read_only(tool) else "refused"
+        case "auto":
+            return "allowed"
+        case _:
+            assert_never(mode)
+
+
+def refused_in_plan_mode(tool_name: str) -> tuple[str, str]:
+    """The card title and the text (for card and model) of a call plan mode does not run."""
+    title = f"{tool_name}: not run, plan mode allows read-only tools"
+    text = (
+        f"{tool_name} was not run: this session is in plan mode, which allows read-only "
+        "tools only (reading, listing and searching files, the todo list). Describe the "
+        "change or command you would make instead; the user can switch modes to let it run."
+    )
+    return title, text
 
 
 class AlwaysAllowed:

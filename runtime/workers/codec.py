@@ -23,6 +23,7 @@ from toolprep.messages.content import (
     ThoughtPart,
     Usage,
 )
+from toolprep.messages.modes import check_mode
 from toolprep.messages.turns import StopReason, TurnResult, UserMessage
 from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers, to_acp
 from toolprep.runtime.session_host import (
@@ -201,15 +202,18 @@ def load_mcp_servers(raw: Any) -> tuple[McpServerSpec, ...]:
 
 
 def dump_config(config: SessionConfig) -> dict[str, Any]:
-    return {"model": config.model, "models": list(config.models)}
+    return {"model": config.model, "models": list(config.models), "mode": config.mode}
 
 
 def load_config(raw: Any) -> SessionConfig:
     match raw:
-        case {"model": str(model), "models": list(models)} if all(
+        case {"model": str(model), "models": list(models), "mode": str(mode)} if all(
             isinstance(m, str) for m in models
         ):
-            return SessionConfig(model, tuple(models))
+            try:
+                return SessionConfig(model, tuple(models), check_mode(mode))
+            except ValueError as exc:
+                raise WireError(f"not a session config: {exc}") from None
         case _:
             raise WireError(f"not a session config: {raw!r}")
 

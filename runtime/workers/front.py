@@ -40,6 +40,7 @@ import orjson
 
 from toolprep.messages.content import Part
 from toolprep.messages.frames import discarded
+from toolprep.messages.modes import SessionMode
 from toolprep.messages.permissions import PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.mcp.policy import McpRefused
@@ -120,6 +121,7 @@ class _Session:
     # Sent with every open, so a replacement worker starts them again.
     mcp_servers: tuple[McpServerSpec, ...] = ()
     model: str | None = None  # chosen by set_model; given again to a replacement worker
+    mode: SessionMode | None = None  # chosen by set_mode; likewise
 
 
 class _Worker:
@@ -343,6 +345,12 @@ class WorkerHost:
         config = load_config(self._ask(session_id, ["set_model", model]))
         with self._lock:
             self._require(session_id).model = model  # given again to a replacement worker
+        return config
+
+    def set_mode(self, session_id: str, mode: SessionMode) -> SessionConfig:
+        config = load_config(self._ask(session_id, ["set_mode", mode]))
+        with self._lock:
+            self._require(session_id).mode = mode  # given again to a replacement worker
         return config
 
     def close_session(self, session_id: str) -> None:
@@ -672,10 +680,12 @@ class WorkerHost:
         try:
             # Its history comes back from the store when there is one.
             self._open_on(successor, session, "restore_or_new").result(CALL_TIMEOUT_S)
-            if session.model is not None:
+            for setting, value in (("set_model", session.model), ("set_mode", session.mode)):
+                if value is None:
+                    continue
                 with self._lock:
                     call_id, call = self._register(successor, "answer", session)
-                self._send(successor, ["set_model", call_id, session.session_id, session.model])
+                self._send(successor, [setting, call_id, session.session_id, value])
                 call.future.result(CALL_TIMEOUT_S)
         except Exception:
             logger.exception("reopening %s on the new worker failed", session.session_id)

@@ -26,6 +26,7 @@ from typing import IO, Any
 import orjson
 
 from toolprep.messages.frames import card_change
+from toolprep.messages.modes import check_mode
 from toolprep.messages.permissions import check_outcome
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.host import Runtime
@@ -148,6 +149,10 @@ class WorkerLoop:
                 self._answer(call_id, self.runtime.flush_journal)
             case ["set_model", int(call_id), str(sid), str(model)]:
                 self._answer(call_id, lambda: dump_config(self.runtime.set_model(sid, model)))
+            case ["set_mode", int(call_id), str(sid), str(mode)]:
+                self._answer(
+                    call_id, lambda: dump_config(self.runtime.set_mode(sid, check_mode(mode)))
+                )
             case _:
                 raise WireError(f"not a worker command: {header!r}")
 

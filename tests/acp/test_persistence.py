@@ -85,7 +85,8 @@ def test_a_session_is_listed_loaded_and_continued_by_the_next_agent(
 
             load = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
             assert second.reply(second.request("session/load", load))["result"].keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             # The replay is the prompt, which the first client showed itself, then what was sent.
             [asked, *shown] = second.updates(session_id)
@@ -227,7 +228,8 @@ def test_close_then_resume_goes_on_without_a_replay(tmp_path: Path) -> None:
 
             resume = {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
             assert agent.reply(agent.request("session/resume", resume))["result"].keys() == {
-                "configOptions"
+                "modes",
+                "configOptions",
             }
             assert len(agent.updates(session_id)) == shown  # nothing replayed
             reply = agent.reply(agent.prompt(session_id, "two"))

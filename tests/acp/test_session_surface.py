@@ -41,7 +41,8 @@ def _set_model(agent: AgentProcess, session_id: str, model: str) -> dict[str, An
 
 
 def _model_option(options: list[dict[str, Any]]) -> dict[str, Any]:
-    [option] = options
+    option, mode = options
+    assert mode["id"] == "mode" and mode["category"] == "mode"
     assert option["id"] == "model" and option["category"] == "model"
     assert option["type"] == "select"
     return option
@@ -88,7 +89,8 @@ def test_the_editor_picks_the_model_and_the_rest_stay_fallbacks(kind: str, tmp_p
     ("params", "message"),
     [
         ({"configId": "model", "value": "no-such-model"}, "choose one of first-model, second"),
-        ({"configId": "mode", "value": "first-model"}, "unknown config option 'mode'"),
+        ({"configId": "effort", "value": "first-model"}, "unknown config option 'effort'"),
+        ({"configId": "mode", "value": "first-model"}, "choose one of ask, accept_edits"),
         ({"configId": "model", "type": "boolean", "value": True}, "takes a value id"),
         ({"configId": "model", "value": 7}, "'value'"),
     ],

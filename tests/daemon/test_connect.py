@@ -154,7 +154,7 @@ def test_a_session_opened_through_one_connect_loads_through_another(
 
     second = open_editor("--data-dir", data)
     second.initialize()
-    assert second.load(session_id, workdir)["result"].keys() == {"configOptions"}
+    assert second.load(session_id, workdir)["result"].keys() == {"modes", "configOptions"}
     # The replay starts with the prompt, which the first editor showed itself.
     second.wait_for(lambda _: len(second.updates(session_id)) >= len(sent) + 1)
     [asked, *shown] = second.updates(session_id)
@@ -324,7 +324,7 @@ def test_sigterm_closes_the_connection_and_exits_0(
     again = daemon.client()
     try:
         again.initialize()
-        assert again.load(session_id, workdir)["result"].keys() == {"configOptions"}
+        assert again.load(session_id, workdir)["result"].keys() == {"modes", "configOptions"}
     finally:
         again.close()
     assert daemon.stop() == 0

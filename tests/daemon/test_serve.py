@@ -48,7 +48,7 @@ def test_two_clients_share_a_session_and_the_first_permission_answer_wins(
         [first_ask] = _asked(first)
 
         second.initialize()
-        assert second.load(session_id, workdir)["result"].keys() == {"configOptions"}
+        assert second.load(session_id, workdir)["result"].keys() == {"modes", "configOptions"}
         [second_ask] = _asked(second)  # asked again: the request is still open
         assert second_ask["params"]["toolCall"] == first_ask["params"]["toolCall"]
         second.answer_permission(second_ask, "allow_once")
@@ -92,7 +92,8 @@ def test_a_second_client_cancels_the_turn_the_first_started(
         first.wait_for(lambda _: "call_stall" in lifecycle(first.updates(session_id)))
         second.initialize()
         assert second.load(session_id, workdir, "session/resume")["result"].keys() == {
-            "configOptions"
+            "modes",
+            "configOptions",
         }
         second.send(
             {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
@@ -118,7 +119,7 @@ def test_a_model_one_client_picks_is_announced_to_every_client_of_the_session(
         session_id = first.start_session(workdir)
         second.initialize()
         loaded = second.load(session_id, workdir)["result"]
-        [option] = loaded["configOptions"]
+        option, _mode = loaded["configOptions"]
         assert option["options"][1]["value"] == "backup-model"
         assert option["currentValue"] != "backup-model"
         params = {"sessionId": session_id, "configId": "model", "value": "backup-model"}
@@ -153,7 +154,7 @@ def test_a_client_that_reconnects_mid_turn_gets_everything_and_finishes_it(
     again = daemon.client()
     try:
         again.initialize()
-        assert again.load(session_id, workdir)["result"].keys() == {"configOptions"}
+        assert again.load(session_id, workdir)["result"].keys() == {"modes", "configOptions"}
         [ask] = _asked(again)
         # The prompt first: the client rebuilding the thread did not send it.
         [asked, *replayed] = again.updates(session_id)
@@ -200,7 +201,7 @@ def _replayed(daemon: DaemonProcess, session_id: str, cwd: Path) -> list[Message
     fresh = daemon.client()
     try:
         fresh.initialize()
-        assert fresh.load(session_id, cwd)["result"].keys() == {"configOptions"}
+        assert fresh.load(session_id, cwd)["result"].keys() == {"modes", "configOptions"}
         return fresh.updates(session_id)
     finally:
         fresh.close()
@@ -229,7 +230,7 @@ def test_sessions_are_listed_and_loaded_alike_after_a_restart(
         listed = reader.result(reader.request("session/list", {"cwd": str(workdir)}))
         assert [s["sessionId"] for s in listed["sessions"]] == [session_id]
         assert listed["sessions"][0]["title"] == "keep this"
-        assert reader.load(session_id, workdir)["result"].keys() == {"configOptions"}
+        assert reader.load(session_id, workdir)["result"].keys() == {"modes", "configOptions"}
         reader.wait_for(lambda _: len(reader.updates(session_id)) >= len(sent) + 1)
         # The prompt, then what was sent: identical, and no card left pending.
         [asked, *replayed] = reader.updates(session_id)
@@ -264,7 +265,7 @@ def test_after_a_kill_the_interrupted_cards_load_as_discarded(
     reader = restarted.client()
     try:
         reader.initialize()
-        assert reader.load(session_id, workdir)["result"].keys() == {"configOptions"}
+        assert reader.load(session_id, workdir)["result"].keys() == {"modes", "configOptions"}
         reader.wait_for(lambda _: "call_cut" in lifecycle(reader.updates(session_id)))
         frames = reader.updates(session_id)
         check_cards(frames)
@@ -352,7 +353,8 @@ def test_bad_frames_get_errors_and_an_oversized_one_costs_only_its_connection(
     try:
         again.initialize()
         assert again.load(session_id, workdir, "session/resume")["result"].keys() == {
-            "configOptions"
+            "modes",
+            "configOptions",
         }
         assert again.result(again.prompt(session_id))["stopReason"] == "end_turn"
         assert message_text(again.updates(session_id)) == "Still here."
@@ -421,7 +423,7 @@ def test_a_deleted_session_cannot_be_loaded_and_its_id_is_not_reused(
         session_id = client.start_session(workdir)
         assert client.result(client.prompt(session_id))["stopReason"] == "end_turn"
         other.initialize()
-        assert other.load(session_id, workdir)["result"].keys() == {"configOptions"}
+        assert other.load(session_id, workdir)["result"].keys() == {"modes", "configOptions"}
         assert client.result(client.request("session/delete", {"sessionId": session_id})) == {}
         gone = other.reply(other.prompt(session_id))["error"]
         assert gone["code"] == -32002 and session_id in gone["message"]

@@ -26,7 +26,7 @@ from toolprep.messages.content import (
 )
 from toolprep.runtime.session_host import UnknownSession
 from toolprep.runtime.store import SessionOwnedElsewhere, SessionStore, StoreError
-from toolprep.runtime.store.schema import SCHEMA_VERSION
+from toolprep.runtime.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 HISTORY = (
     Content("user", (TextPart("  Fix   the\nbuild please "),)),
@@ -164,6 +164,28 @@ def test_a_database_from_a_newer_toolprep_is_refused(db: Path) -> None:
     raw.close()
     with pytest.raises(StoreError, match="a newer toolprep wrote it"):
         SessionStore(db)
+
+
+def test_a_database_from_before_modes_gains_them_and_keeps_its_sessions(db: Path) -> None:
+    db.parent.mkdir(parents=True, exist_ok=True)
+    raw = sqlite3.connect(db, isolation_level=None)
+    raw.executescript(MIGRATIONS[0])
+    raw.execute("PRAGMA user_version = 1")
+    raw.execute(
+        "INSERT INTO sessions (id, cwd, model, created_at, updated_at) "
+        "VALUES ('sess_old', '/work', 'm', 1, 1)"
+    )
+    raw.close()
+    with SessionStore(db) as store:
+        assert store.mode_of("sess_old") is None  # the runtime's default applies
+        store.set_mode("sess_old", "plan")
+        assert store.mode_of("sess_old") == "plan"
+        assert store.load("sess_old").info.model == "m"
+    raw = sqlite3.connect(db)
+    try:
+        assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    finally:
+        raw.close()
 
 
 def test_a_locked_database_fails_the_write_clearly_and_loses_nothing(db: Path) -> None:
