@@ -118,6 +118,7 @@ class _Meter:
         self.recording = False
         self.frames = 0
         self.frames_window = 0
+        self.preparing = 0
         self.preparing_window = 0
         self.latencies_ns: list[int] = []
         self.turns = 0
@@ -362,10 +363,12 @@ def run_child(
             meter.frames += 1
             if update.get("status") == "failed":
                 meter.failed_tool_calls += 1  # a run whose tool calls fail measures the wrong path
+            stamp = h.preparing_stamp_ns(update)
+            if stamp is not None:
+                meter.preparing += 1
             if not meter.recording:
                 return
             meter.frames_window += 1
-            stamp = h.preparing_stamp_ns(update)
             if stamp is not None:
                 meter.preparing_window += 1
                 meter.latencies_ns.append(read_ns - stamp)
@@ -560,6 +563,12 @@ def run_child(
             "keepalive": keepalive,
             "gc_threshold": gc_threshold,
             "gc_freeze": gc_freeze,
+        },
+        # The whole run, warm-up and wind-down included: what happened, whatever the window saw.
+        "totals": {
+            "frames": meter.frames,
+            "preparing_frames": meter.preparing,
+            "turns": meter.turns,
         },
         "stop_reasons": meter.stop_reasons,
         "prompt_errors": meter.prompt_errors,

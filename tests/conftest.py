@@ -19,6 +19,9 @@ if str(REPO_ROOT) not in sys.path:
 
 EXIT_WATCHDOG_S = 120
 
+# The ``process`` marker, set automatically, and the fast tier's guard (CONTRIBUTING.md).
+pytest_plugins = ["tests.support.tiers"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Agents the tests start keep sessions by default: never in the user's own data directory."""

@@ -8,7 +8,6 @@ a huge file must not put the whole file into a card frame.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from toolprep.runtime.tools.config import ToolConfig
 
 KIND = "anthropic"
 HUGE_BYTES = DEFAULT_MAX_LINE_BYTES + 1024 * 1024
-EDITOR_TIMEOUT_S = 30.0
 
 
 class HugeBufferClient(RecordingClient):
@@ -68,15 +66,15 @@ async def test_huge_editor_reply_fails_the_read_at_once_and_the_session_goes_on(
         command = agent_command(KIND, server, "--workers", workers)
         async with running_agent(*command, client, client_fs=True) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            started = time.monotonic()
             reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("read")])
-            elapsed = time.monotonic() - started
             again = await conn.prompt(session_id=session.session_id, prompt=[text_block("more")])
         frames = client.frames()
         check_cards(frames)
         assert reply.stop_reason == "end_turn" and again.stop_reason == "end_turn"
-        assert elapsed < EDITOR_TIMEOUT_S * 2 / 3, elapsed  # not the editor timeout
         message = _failure_text(frames, "call_huge")
+        # Failed by the size of the reply, at once: waiting out the editor timeout fails the
+        # read with "the editor did not answer" instead.
+        assert "did not answer" not in message
         # The SDK's reply line: the content plus its JSON envelope, so at least this much over.
         assert "file too large for the editor channel (" in message
         assert f"bytes over the {DEFAULT_MAX_LINE_BYTES}-byte limit)" in message

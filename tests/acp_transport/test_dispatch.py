@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -25,6 +24,18 @@ Linked = Callable[..., tuple[JsonRpcConnection, JsonRpcConnection]]
 
 def _echo(params: Any, request_id: Any) -> Any:
     return params
+
+
+class WatchedFuture(Future[Any]):
+    """A future that tells when someone starts waiting for it (``watched``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.watched = threading.Event()
+
+    def add_done_callback(self, fn: Callable[[Future[Any]], object]) -> None:
+        super().add_done_callback(fn)
+        self.watched.set()
 
 
 def test_request_gets_its_result_as_one_compact_line(wire: WireFactory) -> None:
@@ -117,9 +128,11 @@ def test_cancel_right_behind_the_prompt_is_seen_after_it(wire: WireFactory) -> N
     w = wire()
     turns: dict[str, Future[Any]] = {}
     missed: list[str] = []
+    burst_sent = threading.Event()
 
     def prompt(params: Any, request_id: Any) -> Future[Any]:
-        time.sleep(0.001)  # setting up a turn takes a moment; the cancel is already queued
+        # The turn is set up with its cancel already on the wire, waiting to be read.
+        assert burst_sent.wait(TIMEOUT)
         turn: Future[Any] = Future()
         turns[params["sessionId"]] = turn
         return turn
@@ -140,7 +153,8 @@ def test_cancel_right_behind_the_prompt_is_seen_after_it(wire: WireFactory) -> N
             % (n, n)
         )
         burst += b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s%d"}}\n' % n
-    w.peer.write(burst)
+    w.peer.write(burst)  # well within a pipe's buffer: written whole before any is read back
+    burst_sent.set()
     answers = {w.peer.recv()["id"] for _ in range(50)}
     assert answers == set(range(50))
     assert missed == []
@@ -207,10 +221,10 @@ def test_future_failures_become_error_responses(
     wire: WireFactory, outcome: Any, error: dict[str, Any]
 ) -> None:
     w = wire()
-    future: Future[Any] = Future()
+    future = WatchedFuture()
     w.conn.on_request("m", lambda params, request_id: future)
     w.peer.send({"jsonrpc": "2.0", "id": 3, "method": "m"})
-    time.sleep(0.02)
+    assert future.watched.wait(TIMEOUT)  # still pending when the connection took it up
     if outcome == "cancel":
         assert future.cancel()
     else:

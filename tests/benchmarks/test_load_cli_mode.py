@@ -49,9 +49,12 @@ def test_cli_mode_drives_the_command_and_reports_it(
     for run in (single, spread):
         assert (run["mode"], run["tool"]) == ("cli", "read_file")
         assert run["cli_args"] == ["--log-level", "ERROR"]
-        assert run["events"] > 0
-        assert run["frames_per_s"] > 0
+        # Streamed, prepared and answered over the run. (The window's figures may be zero on a
+        # busy machine that spent the short window starting the agent.)
+        totals = run["totals"]
+        assert totals["frames"] > 0 and totals["preparing_frames"] > 0, totals
         assert run["stop_reasons"].get("end_turn", 0) > 0
+        assert totals["turns"] == sum(run["stop_reasons"].values()), totals
         assert run["prompt_errors"] == 0 and run["client_errors"] == 0
         assert run["failed_tool_calls"] == 0
         assert run["threads"]["peak"] > 0 and run["rss_kib"]["after_sessions"] > 0

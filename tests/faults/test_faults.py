@@ -108,6 +108,7 @@ def test_cancel_storm_in_every_phase(phase: str, tmp_path: Path) -> None:
         _recovers(h, sid, sink)
 
 
+@pytest.mark.process  # the tool runs a shell command
 def test_tool_printing_megabytes_is_capped(tmp_path: Path) -> None:
     kind = "anthropic"
     registry = default_registry(ToolConfig(allow_shell=True))

@@ -38,8 +38,10 @@ def test_both_modes_are_served_as_requested_and_every_call_runs(
         rows = report["samples"][mode]
         assert len(rows) == 2
         assert all(row["server_mode"] == mode for row in rows), rows
-        for key in ("start_to_preparing_ms", "preparing_to_in_progress_ms"):
-            assert all(row[key] > 0 for row in rows)
+        # Every call ran, its frames in causal order: the card after the response started,
+        # in_progress no earlier than preparing (a busy client may read both in one go).
+        assert all(row["start_to_preparing_ms"] > 0 for row in rows), rows
+        assert all(row["preparing_to_in_progress_ms"] >= 0 for row in rows), rows
     input_tokens = report["config"]["input_tokens"]
     assert {r["input_events"] for r in report["samples"]["eager"]} == {input_tokens}
     assert {r["input_events"] for r in report["samples"]["buffered"]} == {1}

@@ -39,23 +39,26 @@ def test_events_arrive_one_by_one_while_the_server_paces_them() -> None:
 def test_stop_releases_a_stalled_stream() -> None:
     server = FakeProviderServer().start()
     server.enqueue(ScriptedResponse([b"data: 1\n\n"], stall_after=1))
+    first_chunk = threading.Event()
     done = threading.Event()
+    ended_by: list[BaseException | None] = []
 
     def read() -> None:
         try:
-            with httpx2.stream("POST", server.base_url, json={}, timeout=10) as response:
+            with httpx2.stream("POST", server.base_url, json={}, timeout=60) as response:
                 for _ in response.iter_bytes():
-                    pass
-        except httpx2.HTTPError:
-            pass
+                    first_chunk.set()
+            ended_by.append(None)
+        except httpx2.HTTPError as exc:
+            ended_by.append(exc)
         done.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    time.sleep(0.2)
+    assert first_chunk.wait(30)  # the stream is open and has stalled after its first event
     assert not done.is_set()
-    started = time.monotonic()
     server.stop()
-    assert done.wait(5)
-    assert time.monotonic() - started < 2
+    assert done.wait(120)
+    # Released by the stop (the server closed the stalled stream), not by the read timeout.
+    assert not isinstance(ended_by[0], httpx2.TimeoutException), ended_by
     assert server.pending == 0

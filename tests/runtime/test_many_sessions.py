@@ -9,12 +9,19 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks._harness import bench_registry, loopback_server
 from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
 from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import TextPart
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import build_provider
+
+# The sessions of the whole test finish within this; the test's timeout adds room for the
+# set-up before and the checks after (cheap: the schema check validates each distinct frame once).
+DEADLINE_S = 240.0
+TEST_TIMEOUT_S = DEADLINE_S + 90.0
 
 RUNTIME_THREADS = (
     "toolprep-",
@@ -45,7 +52,7 @@ class OwnedThreads:
 
 
 def _run_sessions(
-    runtime: Runtime, threads: OwnedThreads, count: int, cwd: Path
+    runtime: Runtime, threads: OwnedThreads, count: int, cwd: Path, deadline: float
 ) -> tuple[int, list[RecordingSink]]:
     sinks = [RecordingSink() for _ in range(count)]
     sessions = [runtime.open_session(cwd, sink) for sink in sinks]
@@ -53,7 +60,6 @@ def _run_sessions(
     replies = [runtime.prompt(sid, [TextPart("go")]) for sid in sessions]
     for sid, sink, reply in zip(sessions, sinks, replies, strict=False):
         reply.add_done_callback(_mark_turn_end(sink, sid))
-    deadline = time.monotonic() + 240
     while not all(r.done() for r in replies):
         peak = max(peak, threads.count())
         assert time.monotonic() < deadline, "sessions did not finish"
@@ -65,6 +71,7 @@ def _run_sessions(
     return peak, sinks
 
 
+@pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_thousand_sessions_constant_threads(tmp_path: Path) -> None:
     with loopback_server(rate=0.0) as server:
         registry = bench_registry()
@@ -74,9 +81,10 @@ def test_thousand_sessions_constant_threads(tmp_path: Path) -> None:
         threads = OwnedThreads()
         runtime = Runtime([ModelRoute(provider, "bench")], registry, RuntimeConfig(tool_workers=4))
         at_start = threads.count()
+        deadline = time.monotonic() + DEADLINE_S
         try:
-            peak_small, _ = _run_sessions(runtime, threads, 10, tmp_path)
-            peak_large, sinks = _run_sessions(runtime, threads, 1000, tmp_path)
+            peak_small, _ = _run_sessions(runtime, threads, 10, tmp_path, deadline)
+            peak_large, sinks = _run_sessions(runtime, threads, 1000, tmp_path, deadline)
         finally:
             runtime.shutdown()
     for sink in sinks:

@@ -7,6 +7,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.runtime import scenarios as sc
 from tests.support.processes import alive, gone_within
 from tests.support.runtime_harness import harness
@@ -16,6 +18,7 @@ from toolprep.runtime.tools.registry import default_registry
 KIND = "anthropic"
 
 
+@pytest.mark.process  # the scenario runs a shell command
 def test_a_refused_prompt_leaves_the_running_turn_s_processes_alone(tmp_path: Path) -> None:
     background = (
         "call_bg",

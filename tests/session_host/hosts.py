@@ -68,3 +68,5 @@ IMPLEMENTATIONS: dict[str, Callable[[Path], AbstractContextManager[HostUnderTest
     "local-uvloop": local_uvloop_host,
     "workers": worker_host,
 }
+# Implementations that start processes: their tests are in the ``process`` tier.
+STARTS_PROCESSES = frozenset({"workers"})

@@ -89,6 +89,7 @@ def test_prompt_streams_the_card_lifecycle_in_order_then_resolves(hosted: HostUn
     assert sink.requests() == []
 
 
+@pytest.mark.process  # the session starts an MCP server process
 def test_mcp_servers_run_with_the_session_and_stop_when_it_closes(
     hosted: HostUnderTest,
 ) -> None:
@@ -158,6 +159,7 @@ def test_cancel_of_an_idle_session_does_nothing(hosted: HostUnderTest) -> None:
     assert message_text(sink.frames()) == "Still here."
 
 
+@pytest.mark.process  # the scenario runs a shell command
 @pytest.mark.parametrize(
     ("outcome", "ran", "terminal"),
     [("allow_once", True, "completed"), ("reject_once", False, "failed")],
@@ -257,6 +259,7 @@ class AnsweringOnTheSpot(RecordingFrameSink):
         self.taken.append(taken)
 
 
+@pytest.mark.process  # the scenario runs a shell command
 def test_a_caller_may_answer_inside_send_request(hosted: HostUnderTest) -> None:
     """Each answer is taken, so no tool waits out a timeout for it."""
     kind = hosted.kind

@@ -12,7 +12,6 @@ import json
 import logging
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,7 +97,6 @@ def test_a_failing_store_costs_the_record_not_the_session(tmp_path: Path) -> Non
 # --- the journal alone, on a real database -------------------------------------------------
 
 LONG_BUSY_S = 30.0  # longer than any bound below: a write waits for the lock, never fails
-RETURNS_WITHIN_S = 1.0
 
 
 def card(call_id: str) -> list[dict[str, Any]]:
@@ -186,9 +184,10 @@ def test_the_writer_thread_exists_from_the_start_and_close_ends_it(tmp_path: Pat
 def test_a_locked_database_does_not_hold_back_record_or_turn_ended(tmp_path: Path) -> None:
     with journal_on(tmp_path, "sess_a") as (journal, store, db):
         with write_locked(db):
-            started = time.monotonic()
+            # Returned with the lock still held and nothing written yet: the calls handed
+            # the work over rather than waiting (a write waiting here would hold the lock's
+            # whole 30 s busy timeout, then fail, and nothing would land below).
             sent = [f for n in range(5) for f in record_turn(journal, "sess_a", n)]
-            assert time.monotonic() - started < RETURNS_WITHIN_S
             assert not journal.flush(timeout=0.1)  # the writer waits for the lock
         assert journal.flush(timeout=LONG_BUSY_S)
         assert list(store.load("sess_a").frames) == sent
@@ -199,11 +198,11 @@ def test_a_write_that_gives_up_on_the_lock_is_logged_and_later_ones_land(
 ) -> None:
     with journal_on(tmp_path, "sess_a", busy_timeout=0.05) as (journal, store, db):
         with write_locked(db):
-            started = time.monotonic()
             record_turn(journal, "sess_a", 0)
-            assert time.monotonic() - started < RETURNS_WITHIN_S
             with caplog.at_level(logging.ERROR):
                 assert journal.flush(timeout=LONG_BUSY_S)  # failed writes count as done
+        # The writes gave up on the writer's thread, not on the thread that recorded them.
+        assert {r.threadName for r in caplog.records} == {THREAD_NAME}
         lost = [r.getMessage() for r in caplog.records]
         assert any("frames of sess_a were not saved" in m and "locked" in m for m in lost)
         assert any("the history of sess_a was not saved" in m for m in lost)
@@ -264,11 +263,11 @@ def test_a_writer_far_behind_drops_new_batches_and_says_so(
             kept = card("call_0")  # two batches: the card's opening, then the rest
             for frame in kept:
                 journal.record("sess_a", frame)
-            started = time.monotonic()
+            # Dropped, not waited for: a record() that waited for room would never return
+            # while the lock is held.
             for n in range(1, 10):
                 for frame in card(f"call_{n}"):
                     journal.record("sess_a", frame)
-            assert time.monotonic() - started < RETURNS_WITHIN_S
             assert journal.dropped_frames == 9 * len(kept)
         assert journal.flush(timeout=LONG_BUSY_S)
         messages = [r.getMessage() for r in caplog.records]

@@ -31,9 +31,25 @@ def _validator(definition: str) -> jsonschema.protocols.Validator:
     return cls(ref_schema, registry=registry)
 
 
+# Instances already found valid, by their exact ``repr``: suites validate the same frames again
+# and again (a thousand sessions send the same cards), and the schema walk is what costs.
+# Bounded: small instances only, and forgotten all at once when the set is full.
+_VALID: set[str] = set()
+_VALID_MAX = 20_000
+_KEY_MAX_CHARS = 4096
+
+
 def validate(definition: str, instance: Any) -> None:
     """Raise ``jsonschema.ValidationError`` unless ``instance`` is a valid ``definition``."""
+    key = f"{definition}:{instance!r}"
+    if key in _VALID:
+        return
     _validator(definition).validate(instance)
+    if len(key) > _KEY_MAX_CHARS:
+        return
+    if len(_VALID) >= _VALID_MAX:
+        _VALID.clear()
+    _VALID.add(key)
 
 
 def validate_update(update: dict[str, Any], session_id: str = "sess") -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from toolprep.runtime.tools.base import ToolContext, ToolError
 from toolprep.runtime.tools.files import ReadFileTool, WriteFileTool
 
 TRIES = 3000
+MIN_FLIPS = 100
+RACE_DEADLINE_S = 120.0  # generous: a busy machine only makes the race take longer
 INSIDE_TEXT = "inside\n"
 OUTSIDE_TEXT = "top secret\n"
 
@@ -59,6 +62,30 @@ def flipping_link(link: Path, inside: Path, outside: Path) -> Iterator[Flipper]:
         thread.join(10)
 
 
+class Race:
+    """Counts the outcomes of the calls made while the link flips.
+
+    The loop goes on past ``TRIES`` until the race has really run (both
+    outcomes met, the link flipped ``MIN_FLIPS`` times), however long a busy
+    machine makes that take, within a generous deadline.
+    """
+
+    def __init__(self, flipper: Flipper) -> None:
+        self.flipper = flipper
+        self.tries = self.served = self.refused = 0
+        self._deadline = time.monotonic() + RACE_DEADLINE_S
+
+    def more(self) -> bool:
+        if self.tries >= TRIES and self.served and self.refused and self.flipper.flips > MIN_FLIPS:
+            return False
+        assert time.monotonic() < self._deadline, (
+            f"the race did not run: {self.served} served, {self.refused} refused, "
+            f"{self.flipper.flips} flips in {self.tries} tries"
+        )
+        self.tries += 1
+        return True
+
+
 @pytest.fixture
 def race_dirs(cwd: Path, outside: Path) -> tuple[Path, Path]:
     inside = cwd / "real"
@@ -73,23 +100,21 @@ def test_read_file_never_returns_outside_content(
 ) -> None:
     inside, outside = race_dirs
     tool = ReadFileTool()
-    leaked = served = refused = 0
+    leaked = 0
     with flipping_link(cwd / "flip", inside, outside) as flipper:
-        for _ in range(TRIES):
+        race = Race(flipper)  # runs until both targets were met and the link really flipped
+        while race.more():
             try:
                 text = tool.run({"path": "flip/data.txt"}, ctx).llm_output
             except ToolError:
-                refused += 1
+                race.refused += 1
                 continue
             if "secret" in text:
                 leaked += 1
             else:
                 assert text == INSIDE_TEXT
-                served += 1
-    assert leaked == 0, f"{leaked} of {TRIES} reads returned the outside file"
-    # The race really ran: both targets were met, and the link really flipped.
-    assert served > 0 and refused > 0, (served, refused)
-    assert flipper.flips > 100
+                race.served += 1
+    assert leaked == 0, f"{leaked} of {race.tries} reads returned the outside file"
 
 
 def test_write_file_never_creates_outside(
@@ -98,20 +123,18 @@ def test_write_file_never_creates_outside(
     inside, outside = race_dirs
     tool = WriteFileTool()
     before = sorted(outside.rglob("*"))
-    written = refused = 0
     with flipping_link(cwd / "flip", inside, outside) as flipper:
-        for i in range(TRIES):
+        race = Race(flipper)  # runs until both targets were met and the link really flipped
+        while race.more():
             try:
-                tool.run({"path": f"flip/deep/n{i}.txt", "content": f"{i}\n"}, ctx)
-                written += 1
+                tool.run({"path": f"flip/deep/n{race.tries}.txt", "content": "written\n"}, ctx)
+                race.served += 1
             except ToolError:
-                refused += 1
+                race.refused += 1
     escaped = sorted(set(outside.rglob("*")) - set(before))
     assert escaped == [], f"{len(escaped)} paths created outside: {escaped[:5]}"
     assert (outside / "data.txt").read_text() == OUTSIDE_TEXT
-    assert written > 0 and refused > 0, (written, refused)
-    assert flipper.flips > 100
-    assert len(list((inside / "deep").iterdir())) == written
+    assert len(list((inside / "deep").iterdir())) == race.served
 
 
 def test_write_file_never_overwrites_outside(
