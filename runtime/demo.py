@@ -153,11 +153,13 @@ def run_demo(*, json_output: bool = False, replay_file: str | None = None) -> in
                 timeout=30
             )
             session_id = session["sessionId"]
-            [model_option] = session.get("configOptions") or [{}]
+            options = {option.get("id"): option for option in session.get("configOptions", [])}
+            model_option = options.get("model", {})
             choices = [option["value"] for option in model_option.get("options", [])]
+            mode = session.get("modes", {}).get("currentModeId")
             timeline.show(
                 f"{timeline.elapsed()}  session/new      model {model_option.get('currentValue')} "
-                f"(editor may pick: {', '.join(choices)})"
+                f"(editor may pick: {', '.join(choices)}), mode {mode}"
             )
             for text, cancel in PROMPTS:
                 timeline.show(f"{timeline.elapsed()}  prompt           {text!r}")
