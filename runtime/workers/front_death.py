@@ -62,7 +62,8 @@ class FrontWatch:
     @classmethod
     def from_env(cls) -> FrontWatch:
         """The front named in the environment, else this process's parent (an embedder's)."""
-        named = os.environ.get(FRONT_PID_ENV, "")
+        # Taken out, so that the tool processes of this worker do not inherit it.
+        named = os.environ.pop(FRONT_PID_ENV, "")
         return cls(int(named) if named.isdigit() else os.getppid())
 
     def start(self) -> None:
