@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from toolprep.runtime.session_host import SessionHostError
+from toolprep.runtime.workers.front_death import front_env
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class WorkerProcess:
             spec.command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=None if spec.env is None else dict(spec.env),
+            env=front_env(dict(os.environ if spec.env is None else spec.env)),
             cwd=spec.cwd,
         )
         assert self.process.stdin is not None and self.process.stdout is not None

@@ -6,7 +6,9 @@ CONFIG (JSON), so a worker runs exactly the tools and providers its front's
 owner configured. Commands arrive on stdin and frames leave on stdout
 (``wire``); stdout carries nothing else. The worker ends when its front
 says so or goes away (stdin closes): either way every running turn is
-cancelled first, so its cards get their terminal updates.
+cancelled first, so its cards get their terminal updates. Should the front
+die outright, the worker kills its tool processes and exits at once
+(``front_death``), so no tool call starts that nobody would see.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from toolprep.runtime.workers.codec import (
     load_mcp_servers,
     load_prompt,
 )
+from toolprep.runtime.workers.front_death import FrontWatch
 from toolprep.runtime.workers.transport import FrameOutput
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
 
@@ -263,6 +266,8 @@ def main(argv: list[str]) -> int:
     # SIGHUP gets a handler rather than SIG_IGN, which tool processes would inherit.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, _front_stops_this_worker)
+    front = FrontWatch.from_env()
+    front.start()  # a front killed outright takes this worker with it
     dump_stacks_on_signal()  # Ctrl-\ dumps the workers' stacks along with the front's
     frames_out = os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to stderr
@@ -273,6 +278,8 @@ def main(argv: list[str]) -> int:
         print(f"toolprep worker: cannot build the runtime: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _stop_tools_and_exit(runtime))
+    front.stop_tools = runtime.kill_tool_processes_now
+    front.check()  # it may have died while the runtime was being built
     tune_process_for_daemon()
     writer = FrameWriter(frames_out)
     report_tool_groups(runtime, writer)

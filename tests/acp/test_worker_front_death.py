@@ -1,0 +1,49 @@
+"""Workers die with their front: ``kill -9`` of ``toolprep acp --workers 2`` leaves none behind."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.acp.conftest import agent_command
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.processes import gone_within
+
+DEADLINE_S = 30.0
+
+
+def children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+def workers_of(pid: int, count: int) -> set[int]:
+    """Poll until ``pid`` has ``count`` child processes."""
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        if len(found := children(pid)) == count:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"the front never had {count} workers: {children(pid)}")
+
+
+def test_idle_workers_die_when_the_front_is_killed(tmp_path: Path) -> None:
+    with FakeProviderServer() as server:
+        command, env = agent_command("anthropic", server, "--workers", "2")
+        with subprocess.Popen(
+            command,
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ) as front:
+            workers = workers_of(front.pid, 2)
+            front.send_signal(signal.SIGKILL)
+            assert front.wait() == -signal.SIGKILL
+        survivors = {pid for pid in workers if not gone_within(pid, DEADLINE_S)}
+        assert not survivors, f"workers outlived their front: {survivors}"
