@@ -79,6 +79,10 @@ class StoredSession:
     frames: tuple[dict[str, Any], ...]
 
 
+_SET_UP_RETRY_S = 0.02
+"""Pause between two tries at setting up a connection another process holds back."""
+
+
 class SessionStore:
     """See the module docstring. Thread-safe; close it when done."""
 
@@ -102,19 +106,39 @@ class SessionStore:
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the session database {self.path}: {exc}") from None
         try:
-            self._db.execute("PRAGMA foreign_keys = ON")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute("PRAGMA synchronous = NORMAL")
-            # Readers in other processes can hold the WAL past SQLite's automatic checkpoint;
-            # without a limit it then keeps its largest size for good.
-            self._db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
-            migrate(self._db)
+            self._set_up(busy_timeout)
         except SchemaTooNew as exc:
             self._db.close()
             raise StoreError(f"cannot use the session database {self.path}: {exc}") from None
         except sqlite3.Error as exc:
             self._db.close()
             raise StoreError(f"cannot open the session database {self.path}: {exc}") from None
+
+    def _set_up(self, busy_timeout: float) -> None:
+        """Set the connection up and migrate, retrying while another process holds the file.
+
+        Switching to WAL and recovering a WAL another process is checkpointing or
+        deleting (as it does when its last connection closes) can answer "database is
+        locked" at once, without SQLite's busy handler; two agents starting on one data
+        directory hit that. Every step here is idempotent, so it is retried within the
+        busy timeout.
+        """
+        deadline = time.monotonic() + busy_timeout
+        while True:
+            try:
+                self._db.execute("PRAGMA foreign_keys = ON")
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.execute("PRAGMA synchronous = NORMAL")
+                # Readers in other processes can hold the WAL past SQLite's automatic
+                # checkpoint; without a limit it then keeps its largest size for good.
+                self._db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+                migrate(self._db)
+                return
+            except sqlite3.OperationalError as exc:
+                locked = "locked" in str(exc) or "busy" in str(exc)
+                if not locked or time.monotonic() >= deadline:
+                    raise
+                time.sleep(_SET_UP_RETRY_S)
 
     def close(self) -> None:
         with self._lock:
