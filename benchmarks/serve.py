@@ -67,8 +67,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from benchmarks import _harness as h
-from benchmarks import load
-from benchmarks.sse_server import BENCH_FILE
+from benchmarks._load_child import ChildSpec, run_child
 from benchmarks.store import TARGET_LOAD_MS, record_turn, turn_frames, turn_history
 from tests.support.daemon_process import serve_command
 
@@ -464,7 +463,7 @@ def run_serve(
         events0 = server.stats()["events_sent"]
         cpu0 = daemon.cpu_seconds()
         own0 = h.process_cpu_seconds()
-        provider0 = server.cpu_seconds()
+        provider0 = h.process_cpu_seconds(server.process.pid)
         rss_window_start = daemon.rss_split_kib()
         foreign = h.ForeignLoad(server.process.pid, *daemon.processes())
         t0 = time.monotonic()
@@ -478,7 +477,7 @@ def run_serve(
         events1 = server.stats()["events_sent"]
         cpu1 = daemon.cpu_seconds()
         own1 = h.process_cpu_seconds()
-        provider1 = server.cpu_seconds()
+        provider1 = h.process_cpu_seconds(server.process.pid)
         rss_window_end = daemon.rss_split_kib()
         foreign_cores = foreign.cores()
 
@@ -757,17 +756,22 @@ def run_long_load(
 
 def run_stdio(args: argparse.Namespace, workers: int) -> dict[str, Any]:
     """``benchmarks.load``'s ``cli`` run: ``toolprep acp --no-persist`` over two pipes."""
-    run = load.run_child(
-        "cli",
-        args.sessions,
-        args.rate,
-        args.duration,
-        args.provider,
-        RAMP_S,
-        args.warmup,
-        cli_args=(),
-        workers=workers,
-    )
+    base_path = "/v1" if args.provider == "openai" else ""
+    with h.loopback_server(args.rate, tool="read_file") as server:
+        spec = ChildSpec(
+            mode="cli",
+            sessions=args.sessions,
+            rate=args.rate,
+            duration=args.duration,
+            provider=args.provider,
+            base_url=server.base_url + base_path,
+            server_port=server.port,
+            server_pid=server.process.pid,
+            ramp=RAMP_S,
+            warmup=args.warmup,
+            workers=workers,
+        )
+        run = run_child(spec)
     run["label"] = "stdio"
     run["connections"] = None
     turns_window = run["turns_per_s"] * run["window_s"]
@@ -1016,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolprep-serve-")))
         workdir = scratch / "work"
         workdir.mkdir()
-        (workdir / BENCH_FILE).write_text(
+        (workdir / h.BENCH_FILE).write_text(
             "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
         )
         server = stack.enter_context(h.loopback_server(args.rate, tool="read_file"))
