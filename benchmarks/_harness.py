@@ -668,6 +668,13 @@ class LoopLagProbe:
         self._stopped = True
 
 
+def sample_until(sample: Callable[[], None], deadline: float, every: float = 0.1) -> None:
+    """Call ``sample`` every ``every`` s until the monotonic clock reaches ``deadline``."""
+    while time.monotonic() < deadline:
+        sample()
+        time.sleep(min(every, max(0.0, deadline - time.monotonic())))
+
+
 def stagger(count: int, spread: float, seed: int = 3) -> list[float]:
     """Start offsets in ``[0, spread)`` so sessions do not move in lockstep."""
     rng = random.Random(seed)

@@ -58,6 +58,17 @@ class ChildSpec:
     shards: int = 2
 
     @classmethod
+    def against(cls, server: h.LoopbackServer, provider: str, **fields: Any) -> ChildSpec:
+        """A run against ``server`` in ``provider``'s wire (OpenAI's base URL ends in /v1)."""
+        return cls(
+            provider=provider,
+            base_url=server.base_url + ("/v1" if provider == "openai" else ""),
+            server_port=server.port,
+            server_pid=server.process.pid,
+            **fields,
+        )
+
+    @classmethod
     def from_json(cls, text: str) -> ChildSpec:
         data = json.loads(text)
         if data.get("gc_threshold") is not None:
@@ -367,9 +378,7 @@ class Peaks:
         self.rss = max(self.rss, self.agent.rss_kib())
 
     def sample_until(self, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            self.sample()
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        h.sample_until(self.sample, deadline)
 
 
 @dataclass(frozen=True)

@@ -170,20 +170,17 @@ def _spawn(scenario: Scenario, sessions: int, options: Options, side: Side) -> d
         if load >= 0.3:
             print(f"  (other processes still use {load:.2f} cores; measuring anyway)", flush=True)
     tool = "read_file" if scenario.mode == "cli" else "bench_tool"
-    base_path = "/v1" if scenario.provider == "openai" else ""
     with (
         h.loopback_server(args.rate, tool=tool) as server,
         tempfile.TemporaryDirectory(prefix="toolprep-load-") as scratch,
     ):
-        spec = ChildSpec(
+        spec = ChildSpec.against(
+            server,
+            scenario.provider,
             mode=scenario.mode,
             sessions=sessions,
             rate=args.rate,
             duration=args.duration,
-            provider=scenario.provider,
-            base_url=server.base_url + base_path,
-            server_port=server.port,
-            server_pid=server.process.pid,
             ramp=args.ramp,
             warmup=args.warmup,
             pools=args.http_pools,

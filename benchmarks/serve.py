@@ -399,9 +399,7 @@ class _DaemonPeaks:
         self.rss = max(self.rss, self.daemon.rss_kib())
 
     def sample_until(self, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            self.sample()
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        h.sample_until(self.sample, deadline)
 
 
 @dataclass(frozen=True)
@@ -855,17 +853,14 @@ def run_long_load(
 
 def run_stdio(args: argparse.Namespace, workers: int) -> dict[str, Any]:
     """``benchmarks.load``'s ``cli`` run: ``toolprep acp --no-persist`` over two pipes."""
-    base_path = "/v1" if args.provider == "openai" else ""
     with h.loopback_server(args.rate, tool="read_file") as server:
-        spec = ChildSpec(
+        spec = ChildSpec.against(
+            server,
+            args.provider,
             mode="cli",
             sessions=args.sessions,
             rate=args.rate,
             duration=args.duration,
-            provider=args.provider,
-            base_url=server.base_url + base_path,
-            server_port=server.port,
-            server_pid=server.process.pid,
             ramp=RAMP_S,
             warmup=args.warmup,
             workers=workers,
