@@ -84,3 +84,37 @@ def test_a_baseline_python_without_toolprep_is_refused_before_any_run(tmp_path: 
     assert done.returncode == 2
     assert "--baseline-python: " in done.stderr and "cannot import toolprep" in done.stderr
     assert "running ..." not in done.stdout
+
+
+def test_baseline_python_runs_each_scenario_on_both_sides_and_reports_them_side_by_side(
+    tmp_path: Path,
+) -> None:
+    """The baseline side runs from a directory holding only a link to ``benchmarks/``: here
+    on this same interpreter, so both sides measure the same ``toolprep``."""
+    report_path = tmp_path / "load.json"
+
+    done = _load(
+        "--mode=embedded",
+        "--sessions=2",
+        "--rate=200",
+        "--duration=1",
+        "--ramp=0.1",
+        "--warmup=0.3",
+        "--wait-quiet=0",
+        f"--baseline-python={sys.executable}",
+        f"--report={report_path}",
+    )
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    assert [(r["side"], r["scenario"]) for r in report["runs"]] == [
+        ("current", "actors/aiohttp/anthropic"),
+        ("baseline", "actors/aiohttp/anthropic"),
+    ]
+    assert report["baseline"]["python"] == sys.executable
+    (row,) = report["side_by_side"]
+    assert (row["scenario"], row["sessions"]) == ("actors/aiohttp/anthropic", 2)
+    assert set(row["figures"]) == {"events/s", "p50 ms", "p99 ms", "us/ev", "gen cores"}
+    for run in report["runs"]:
+        assert run["totals"]["preparing_frames"] > 0 and run["prompt_errors"] == 0
+    assert "current vs baseline" in done.stdout
