@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib.util
 import json
 import os
 import platform
 import queue
 import random
 import resource
-import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -33,121 +34,40 @@ from typing import Any
 
 import orjson
 
-from toolprep.runtime.tools.base import ToolContext, ToolKind, ToolOutput
-from toolprep.runtime.tools.registry import ToolRegistry
-
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "benchmarks" / "reports"
-LOOPBACK = "127.0.0.1"
 
 
-# --- the tool every benchmark session calls ------------------------------------------------
+def _stand_in_testing_package() -> None:
+    """Make ``toolprep.testing`` importable where the installed ``toolprep`` predates it.
 
-
-class BenchTool:
-    """A tool that does nothing and returns at once, so only the runtime is measured."""
-
-    name = "bench_tool"
-    description = "Writes nothing; returns at once"
-    parameters: dict[str, Any] = {"type": "object", "properties": {"path": {"type": "string"}}}  # noqa: RUF012
-    kind: ToolKind = "edit"
-
-    def title(self, args: Mapping[str, Any]) -> str:
-        return f"Edit {args.get('path')}"
-
-    def locations(self, args: Mapping[str, Any], cwd: Path) -> list[dict[str, Any]]:
-        return []
-
-    def needs_permission(self, args: Mapping[str, Any]) -> bool:
-        return False
-
-    def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
-        return ToolOutput(llm_output="ok")
-
-
-def bench_registry() -> ToolRegistry:
-    registry = ToolRegistry()
-    registry.register(BenchTool())
-    return registry
-
-
-# --- the loopback provider process ------------------------------------------------------------
-
-
-@dataclass
-class LoopbackServer:
-    """``benchmarks.sse_server`` running in its own process (its CPU is not ours)."""
-
-    process: subprocess.Popen[str]
-    port: int
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
-
-    def stats(self) -> dict[str, int]:
-        return server_stats(self.port)
-
-    def cpu_seconds(self) -> float:
-        return process_cpu_seconds(self.process.pid)
-
-
-@contextmanager
-def loopback_server(
-    rate: float, *, stall: bool = False, tool: str = "bench_tool"
-) -> Iterator[LoopbackServer]:
-    """Start the provider process, yield it once it listens, always stop it.
-
-    ``tool`` is what its tool calls name (``benchmarks.sse_server.TOOLS``).
+    A benchmark child may run on another revision's interpreter (``--baseline-python``);
+    there this checkout's ``testing/`` folder is loaded under that name, so both sides
+    run the same loopback provider and tool code.
     """
-    command = [sys.executable, "-m", "benchmarks.sse_server", "--rate", str(rate), "--tool", tool]
-    if stall:
-        command.append("--stall")
-    with port_reporting_process(command, "sse_server") as (process, port):
-        yield LoopbackServer(process, port)
+    if importlib.util.find_spec("toolprep.testing") is not None:
+        return
+    spec = importlib.util.spec_from_file_location(
+        "toolprep.testing",
+        REPO / "testing" / "__init__.py",
+        submodule_search_locations=[str(REPO / "testing")],
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {REPO / 'testing'} as toolprep.testing")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["toolprep.testing"] = module
+    spec.loader.exec_module(module)
 
 
-@contextmanager
-def port_reporting_process(
-    command: Sequence[str], name: str
-) -> Iterator[tuple[subprocess.Popen[str], int]]:
-    """Start a server process that prints its port as its first line; always stop it."""
-    process = subprocess.Popen(list(command), cwd=REPO, stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline().strip()
-        if not line.isdigit():
-            raise RuntimeError(f"{name} did not report a port (got {line!r})")
-        yield process, int(line)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        if process.stdout is not None:
-            process.stdout.close()
+_stand_in_testing_package()
 
-
-def server_stats(port: int, timeout: float = 5.0) -> dict[str, int]:
-    """``GET /stats`` over a fresh loopback connection (the server keeps no per-client state)."""
-    with socket.create_connection((LOOPBACK, port), timeout=timeout) as sock:
-        sock.sendall(b"GET /stats HTTP/1.1\r\nhost: localhost\r\ncontent-length: 0\r\n\r\n")
-        data = b""
-        deadline = time.monotonic() + timeout
-        while b"\r\n\r\n" not in data and time.monotonic() < deadline:
-            data += sock.recv(4096)
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":", 1)[1])
-        while len(body) < length and time.monotonic() < deadline:
-            body += sock.recv(4096)
-    stats: dict[str, int] = orjson.loads(body)
-    return stats
-
+from toolprep.testing.bench_tool import bench_registry as bench_registry  # noqa: E402
+from toolprep.testing.loopback import LOOPBACK as LOOPBACK  # noqa: E402
+from toolprep.testing.loopback import LoopbackServer as LoopbackServer  # noqa: E402
+from toolprep.testing.loopback import loopback_server as loopback_server  # noqa: E402
+from toolprep.testing.loopback import port_reporting_process as port_reporting_process  # noqa: E402
+from toolprep.testing.loopback import server_stats as server_stats  # noqa: E402
+from toolprep.testing.sse_server import BENCH_FILE as BENCH_FILE  # noqa: E402
 
 # --- meters -----------------------------------------------------------------------------------
 
@@ -583,10 +503,12 @@ def _safe_status(read: Callable[[int], int], pid: int) -> int:
         return 0  # ended between listing and reading
 
 
-def cli_agent_command(provider: str, base_url: str, extra_args: Sequence[str] = ()) -> list[str]:
+def cli_agent_command(
+    provider: str, base_url: str, extra_args: Sequence[str] = (), python: str = sys.executable
+) -> list[str]:
     """The command an editor would run, pointed at a loopback provider (no retries)."""
     return [
-        sys.executable,
+        python,
         "-m",
         "toolprep.runtime.cli",
         "acp",
@@ -623,7 +545,7 @@ def cli_agent(
             cli_agent_command(provider, base_url, extra_args),
             stdin=c2a_r,
             stdout=a2c_w,
-            cwd=REPO,
+            cwd=tempfile.gettempdir(),  # not the checkout: its toolprep/ shadows another install
             env=env,
         )
     except BaseException:
@@ -746,7 +668,58 @@ class LoopLagProbe:
         self._stopped = True
 
 
+def sample_until(sample: Callable[[], None], deadline: float, every: float = 0.1) -> None:
+    """Call ``sample`` every ``every`` s until the monotonic clock reaches ``deadline``."""
+    while time.monotonic() < deadline:
+        sample()
+        time.sleep(min(every, max(0.0, deadline - time.monotonic())))
+
+
 def stagger(count: int, spread: float, seed: int = 3) -> list[float]:
     """Start offsets in ``[0, spread)`` so sessions do not move in lockstep."""
     rng = random.Random(seed)
     return sorted(rng.random() * spread for _ in range(count))
+
+
+# --- another revision side by side ----------------------------------------------------------
+
+
+def run_benchmark_module(
+    python: str, module: str, args: Sequence[str], timeout: float
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``python -m benchmarks.<module> ARGS`` on ``python``, which may be another
+    revision's interpreter (``--baseline-python``).
+
+    It runs in a directory that holds only a link to this checkout's ``benchmarks/``: the
+    benchmark's own files come from here, ``toolprep`` from that interpreter's install (the
+    checkout's root on ``sys.path`` would put this checkout's ``toolprep/`` in front of it).
+    """
+    with tempfile.TemporaryDirectory(prefix="toolprep-bench-") as shim:
+        (Path(shim) / "benchmarks").symlink_to(REPO / "benchmarks", target_is_directory=True)
+        return subprocess.run(
+            [python, "-m", f"benchmarks.{module}", *args],
+            cwd=shim,
+            check=True,
+            timeout=timeout,
+        )
+
+
+def installed_toolprep(python: str) -> dict[str, str]:
+    """Where ``python``'s ``toolprep`` comes from and its version, asked from a neutral
+    directory; raises with the interpreter's own message when it has none."""
+    probe = (
+        "import json, toolprep, toolprep.runtime; "
+        "print(json.dumps({'version': toolprep.__version__, "
+        "'runtime': toolprep.runtime.__file__}))"
+    )
+    done = subprocess.run(
+        [python, "-c", probe],
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{python} cannot import toolprep: {done.stderr.strip()[-400:]}")
+    found: dict[str, str] = json.loads(done.stdout)
+    return found

@@ -67,8 +67,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from benchmarks import _harness as h
-from benchmarks import load
-from benchmarks.sse_server import BENCH_FILE
+from benchmarks._load_child import ChildSpec, run_child
 from benchmarks.store import TARGET_LOAD_MS, record_turn, turn_frames, turn_history
 from tests.support.daemon_process import serve_command
 
@@ -385,6 +384,144 @@ def _prompt(client: WsLoadClient, meter: _Meter, loop: _Loop, session_id: str) -
         meter.prompt_errors += 1
 
 
+class _DaemonPeaks:
+    """The highest thread count, process count and RSS over the daemon's process tree."""
+
+    def __init__(self, daemon: Daemon, threads: int, rss: int) -> None:
+        self.daemon = daemon
+        self.threads = threads
+        self.processes = len(daemon.processes())
+        self.rss = rss
+
+    def sample(self) -> None:
+        self.processes = max(self.processes, len(self.daemon.processes()))
+        self.threads = max(self.threads, self.daemon.threads())
+        self.rss = max(self.rss, self.daemon.rss_kib())
+
+    def sample_until(self, deadline: float) -> None:
+        h.sample_until(self.sample, deadline)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """Counters at one edge of the measured window."""
+
+    at: float
+    events: int
+    daemon_cpu: float
+    own_cpu: float
+    provider_cpu: float
+    rss_by_process: dict[str, int]
+
+    @classmethod
+    def take(cls, daemon: Daemon, server: h.LoopbackServer) -> _Reading:
+        return cls(
+            time.monotonic(),
+            server.stats()["events_sent"],
+            daemon.cpu_seconds(),
+            h.process_cpu_seconds(),
+            h.process_cpu_seconds(server.process.pid),
+            daemon.rss_split_kib(),
+        )
+
+
+@dataclass
+class _Idle:
+    """The daemon before load."""
+
+    threads_started: int
+    threads_connected: int = 0
+    rss_before: int = 0
+    rss_after: int = 0
+    threads_idle: int = 0
+
+
+def _connect(
+    stack: ExitStack, daemon: Daemon, meters: list[_Meter], loop: _Loop
+) -> list[WsLoadClient]:
+    """One initialized client per meter, closed (before the daemon stops) with ``stack``."""
+    clients: list[WsLoadClient] = []
+
+    def close_clients() -> None:
+        for client in clients:
+            client.close()
+
+    stack.callback(close_clients)
+    for i, meter in enumerate(meters):
+        frames = _meter_frames(meter, loop)
+        clients.append(WsLoadClient(daemon.url, daemon.token, frames, f"bench-ws-{i}"))
+    for client in clients:
+        client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    return clients
+
+
+def _open_sessions(
+    clients: list[WsLoadClient], sessions: int, workdir: str, label: str
+) -> list[tuple[int, str]]:
+    """``sessions`` sessions spread round-robin over the clients: (client index, id)."""
+    opened: list[tuple[int, str]] = []
+    opened_lock = threading.Lock()
+    all_open = threading.Event()
+
+    def got_session(index: int) -> ResultHandler:
+        def got(response: Line, _read_ns: int) -> None:
+            with opened_lock:
+                opened.append((index, response["result"]["sessionId"]))
+                if len(opened) == sessions:
+                    all_open.set()
+
+        return got
+
+    for i in range(sessions):
+        index = i % len(clients)
+        clients[index].request(
+            "session/new", {"cwd": workdir, "mcpServers": []}, got_session(index)
+        )
+    if not all_open.wait(OPEN_TIMEOUT_S):
+        raise RuntimeError(f"{label}: only {len(opened)} of {sessions} sessions opened")
+    return opened
+
+
+def _ramp(
+    opened: list[tuple[int, str]], clients: list[WsLoadClient], meters: list[_Meter], loop: _Loop
+) -> None:
+    start = time.monotonic()
+    for (index, session_id), offset in zip(opened, h.stagger(len(opened), RAMP_S), strict=True):
+        delay = start + offset - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        _prompt(clients[index], meters[index], loop, session_id)
+
+
+def _drain(loop: _Loop, peaks: _DaemonPeaks) -> int:
+    """Stop new prompts, wait (bounded) for the running ones; return those still running."""
+    loop.running.clear()
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with loop.lock:
+            if loop.in_flight == 0:
+                break
+        peaks.sample()
+        time.sleep(0.1)
+    with loop.lock:
+        return loop.in_flight
+
+
+@dataclass
+class _Served:
+    """What one serve run saw, for the report."""
+
+    first: _Reading
+    last: _Reading
+    foreign_cores: float
+    idle: _Idle
+    peaks: _DaemonPeaks
+    unfinished: int
+    drained_s: float
+    reconnects: list[dict[str, Any]]
+    clients: list[WsLoadClient]
+
+
 def run_serve(
     label: str,
     server: h.LoopbackServer,
@@ -394,7 +531,7 @@ def run_serve(
     data_dir: Path | None,
 ) -> dict[str, Any]:
     """One daemon under ``args.sessions`` looping sessions; then the reconnect probe."""
-    sessions, connections = args.sessions, min(args.connections, args.sessions)
+    connections = min(args.connections, args.sessions)
     base_url = server.base_url + ("/v1" if args.provider == "openai" else "")
     loop = _Loop()
     meters = [_Meter() for _ in range(connections)]
@@ -402,110 +539,103 @@ def run_serve(
         daemon = stack.enter_context(
             serve_daemon(args.provider, base_url, args.workers, data_dir, scratch)
         )
-        threads_started = daemon.threads()
-        clients: list[WsLoadClient] = []
-
-        def close_clients() -> None:
-            for client in clients:
-                client.close()
-
-        stack.callback(close_clients)  # before the daemon is stopped
-        for i, meter in enumerate(meters):
-            frames = _meter_frames(meter, loop)
-            clients.append(WsLoadClient(daemon.url, daemon.token, frames, f"bench-ws-{i}"))
-        for client in clients:
-            client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        threads_connected = daemon.threads()
+        idle = _Idle(daemon.threads())
+        clients = _connect(stack, daemon, meters, loop)
+        idle.threads_connected = daemon.threads()
         # A throw-away session first, so lazy one-time set-up is not billed to sessions.
         clients[0].call("session/new", {"cwd": workdir, "mcpServers": []})
-        rss_before = _settled_rss(daemon)
+        idle.rss_before = _settled_rss(daemon)
+        opened = _open_sessions(clients, args.sessions, workdir, label)
+        idle.rss_after = _settled_rss(daemon)
+        idle.threads_idle = daemon.threads()
+        peaks = _DaemonPeaks(daemon, idle.threads_idle, idle.rss_after)
+        _ramp(opened, clients, meters, loop)
+        peaks.sample_until(time.monotonic() + args.warmup)
 
-        opened: list[tuple[int, str]] = []
-        opened_lock = threading.Lock()
-        all_open = threading.Event()
-
-        def got_session(index: int) -> ResultHandler:
-            def got(response: Line, _read_ns: int) -> None:
-                with opened_lock:
-                    opened.append((index, response["result"]["sessionId"]))
-                    if len(opened) == sessions:
-                        all_open.set()
-
-            return got
-
-        for i in range(sessions):
-            index = i % connections
-            clients[index].request(
-                "session/new", {"cwd": workdir, "mcpServers": []}, got_session(index)
-            )
-        if not all_open.wait(OPEN_TIMEOUT_S):
-            raise RuntimeError(f"{label}: only {len(opened)} of {sessions} sessions opened")
-        rss_after = _settled_rss(daemon)
-        threads_idle = daemon.threads()
-
-        peak = {"threads": threads_idle, "processes": len(daemon.processes()), "rss": rss_after}
-
-        def sample() -> None:
-            peak["processes"] = max(peak["processes"], len(daemon.processes()))
-            peak["threads"] = max(peak["threads"], daemon.threads())
-            peak["rss"] = max(peak["rss"], daemon.rss_kib())
-
-        start = time.monotonic()
-        for (index, session_id), offset in zip(opened, h.stagger(sessions, RAMP_S), strict=True):
-            delay = start + offset - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            _prompt(clients[index], meters[index], loop, session_id)
-        warm_until = time.monotonic() + args.warmup
-        while time.monotonic() < warm_until:
-            sample()
-            time.sleep(0.1)
-
-        events0 = server.stats()["events_sent"]
-        cpu0 = daemon.cpu_seconds()
-        own0 = h.process_cpu_seconds()
-        provider0 = server.cpu_seconds()
-        rss_window_start = daemon.rss_split_kib()
+        first = _Reading.take(daemon, server)
         foreign = h.ForeignLoad(server.process.pid, *daemon.processes())
-        t0 = time.monotonic()
         loop.recording = True
-        window_end = t0 + args.duration
-        while time.monotonic() < window_end:
-            sample()
-            time.sleep(min(0.1, max(0.0, window_end - time.monotonic())))
+        peaks.sample_until(first.at + args.duration)
         loop.recording = False
-        t1 = time.monotonic()
-        events1 = server.stats()["events_sent"]
-        cpu1 = daemon.cpu_seconds()
-        own1 = h.process_cpu_seconds()
-        provider1 = server.cpu_seconds()
-        rss_window_end = daemon.rss_split_kib()
+        last = _Reading.take(daemon, server)
         foreign_cores = foreign.cores()
-
-        loop.running.clear()
-        drain_deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while time.monotonic() < drain_deadline:
-            with loop.lock:
-                if loop.in_flight == 0:
-                    break
-            sample()
-            time.sleep(0.1)
-        with loop.lock:
-            unfinished = loop.in_flight
-        drained_s = time.monotonic() - t1
+        unfinished = _drain(loop, peaks)
+        drained_s = time.monotonic() - last.at
 
         picks = [sid for _, sid in opened[:: max(1, len(opened) // RECONNECTS)]][:RECONNECTS]
         reconnects = [load_over_fresh_connection(daemon, sid, workdir) for sid in picks]
-        closed_early = sum(1 for c in clients if not c.reader.is_alive())
-        unexpected_errors = sum(len(c.errors) for c in clients)
-        agent_requests = sum(c.agent_requests for c in clients)
-    stderr = daemon.stderr()
-    db_files = _dir_files(data_dir) if data_dir is not None else None
-    db_bytes = sum(db_files.values()) if db_files is not None else None
+        served = _Served(
+            first, last, foreign_cores, idle, peaks, unfinished, drained_s, reconnects, clients
+        )
+        report = _serve_report(label, args, connections, meters, served, data_dir)
+        report["connections_closed_by_daemon"] = sum(1 for c in clients if not c.reader.is_alive())
+    report["database"] = _database(data_dir, report["turns_total"])
+    trouble = [line for line in daemon.stderr().splitlines() if _TROUBLE.search(line)]
+    report["daemon_stderr_trouble_lines"] = len(trouble)
+    report["daemon_stderr_trouble_sample"] = trouble[:10]
+    return report
 
-    window = t1 - t0
-    events = events1 - events0
-    daemon_cpu = cpu1 - cpu0
+
+def _database(data_dir: Path | None, turns_total: int) -> dict[str, Any] | None:
+    if data_dir is None:
+        return None
+    files = _dir_files(data_dir)
+    size = sum(files.values())
+    return {
+        "bytes": size,
+        "files": files,
+        "turns": turns_total,
+        "kib_per_turn": round(size / 1024 / turns_total, 2) if turns_total else None,
+    }
+
+
+def _per_or_none(amount: float, count: float, scale: float, digits: int) -> float | None:
+    return round(amount / count * scale, digits) if count else None
+
+
+def _serve_cpu(served: _Served, events: int, turns_window: int) -> dict[str, Any]:
+    first, last = served.first, served.last
+    window = last.at - first.at
+    daemon_cpu = last.daemon_cpu - first.daemon_cpu
+    return {
+        "daemon_s": round(daemon_cpu, 3),
+        "runtime_s": round(daemon_cpu, 3),
+        "runtime_cores": round(daemon_cpu / window, 3),
+        "per_event_us": _per_or_none(daemon_cpu, events, 1e6, 2),
+        "per_turn_us": _per_or_none(daemon_cpu, turns_window, 1e6, 1),
+        "client_cores": round((last.own_cpu - first.own_cpu) / window, 3),
+        "loopback_server_cores": round((last.provider_cpu - first.provider_cpu) / window, 3),
+        "other_processes_cores": served.foreign_cores,
+    }
+
+
+def _serve_rss(served: _Served, sessions: int, frames_window: int) -> dict[str, Any]:
+    idle = served.idle
+    start_by_process, end_by_process = served.first.rss_by_process, served.last.rss_by_process
+    rss_start, rss_end = sum(start_by_process.values()), sum(end_by_process.values())
+    return {
+        "before_sessions": idle.rss_before,
+        "after_sessions": idle.rss_after,
+        "per_idle_session": round((idle.rss_after - idle.rss_before) / sessions, 2),
+        "window_start": rss_start,
+        "window_end": rss_end,
+        "window_start_by_process": start_by_process,
+        "window_end_by_process": end_by_process,
+        "window_growth_per_frame_bytes": _per_or_none(rss_end - rss_start, frames_window, 1024, 1),
+        "peak_under_load": served.peaks.rss,
+    }
+
+
+def _serve_report(
+    label: str,
+    args: argparse.Namespace,
+    connections: int,
+    meters: list[_Meter],
+    served: _Served,
+    data_dir: Path | None,
+) -> dict[str, Any]:
+    window = served.last.at - served.first.at
+    events = served.last.events - served.first.events
     turns_window = sum(m.turns_window for m in meters)
     frames_window = sum(m.frames_window for m in meters)
     turns_total = sum(m.turns for m in meters)
@@ -514,21 +644,20 @@ def run_serve(
     for m in meters:
         for reason, count in m.stop_reasons.items():
             stop_reasons[reason] = stop_reasons.get(reason, 0) + count
-    trouble = [line for line in stderr.splitlines() if _TROUBLE.search(line)]
-    rss_start, rss_end = sum(rss_window_start.values()), sum(rss_window_end.values())
+    idle, clients = served.idle, served.clients
     return {
         "label": label,
         "agent": "serve",
         "persisted": data_dir is not None,
         "workers": args.workers,
         "provider": args.provider,
-        "sessions": sessions,
+        "sessions": args.sessions,
         "connections": connections,
         "rate_per_session": args.rate,
         "window_s": round(window, 3),
         "events": events,
         "events_per_s": round(events / window, 1),
-        "offered_events_per_s": sessions * args.rate,
+        "offered_events_per_s": args.sessions * args.rate,
         "frames_per_s": round(frames_window / window, 1),
         "turns_per_s": round(turns_window / window, 2),
         "turns_window": turns_window,
@@ -536,59 +665,26 @@ def run_serve(
         "preparing_frames": len(latencies),
         "preparing_latency_ms": h.summarize_ms(latencies),
         "preparing_latency_sample_ms": [round(v / 1e6, 3) for v in h.reservoir(latencies, 4000)],
-        "processes": peak["processes"],
+        "processes": served.peaks.processes,
         "threads": {
-            "daemon_started": threads_started,
-            "connected": threads_connected,
-            "idle_with_sessions": threads_idle,
-            "peak": peak["threads"],
+            "daemon_started": idle.threads_started,
+            "connected": idle.threads_connected,
+            "idle_with_sessions": idle.threads_idle,
+            "peak": served.peaks.threads,
         },
-        "rss_kib": {
-            "before_sessions": rss_before,
-            "after_sessions": rss_after,
-            "per_idle_session": round((rss_after - rss_before) / sessions, 2),
-            "window_start": rss_start,
-            "window_end": rss_end,
-            "window_start_by_process": rss_window_start,
-            "window_end_by_process": rss_window_end,
-            "window_growth_per_frame_bytes": (
-                round((rss_end - rss_start) * 1024 / frames_window, 1) if frames_window else None
-            ),
-            "peak_under_load": peak["rss"],
-        },
-        "cpu": {
-            "daemon_s": round(daemon_cpu, 3),
-            "runtime_s": round(daemon_cpu, 3),
-            "runtime_cores": round(daemon_cpu / window, 3),
-            "per_event_us": round(daemon_cpu / events * 1e6, 2) if events else None,
-            "per_turn_us": round(daemon_cpu / turns_window * 1e6, 1) if turns_window else None,
-            "client_cores": round((own1 - own0) / window, 3),
-            "loopback_server_cores": round((provider1 - provider0) / window, 3),
-            "other_processes_cores": foreign_cores,
-        },
-        "reconnect": _summarize_loads(reconnects, from_connect=True),
-        "reconnect_samples": reconnects,
-        "database": (
-            {
-                "bytes": db_bytes,
-                "files": db_files,
-                "turns": turns_total,
-                "kib_per_turn": round(db_bytes / 1024 / turns_total, 2) if turns_total else None,
-            }
-            if db_bytes is not None
-            else None
-        ),
+        "rss_kib": _serve_rss(served, args.sessions, frames_window),
+        "cpu": _serve_cpu(served, events, turns_window),
+        "reconnect": _summarize_loads(served.reconnects, from_connect=True),
+        "reconnect_samples": served.reconnects,
+        "database": None,  # filled in once the daemon has stopped (its WAL checkpointed)
         "stop_reasons": stop_reasons,
         "prompt_errors": sum(m.prompt_errors for m in meters),
         "prompt_error_samples": [e for m in meters for e in m.error_samples][:5],
         "failed_tool_calls": sum(m.failed_tool_calls for m in meters),
-        "unfinished_turns_at_exit": unfinished,
-        "drain_s": round(drained_s, 2),
-        "connections_closed_by_daemon": closed_early,
-        "client_errors": unexpected_errors,
-        "agent_requests": agent_requests,
-        "daemon_stderr_trouble_lines": len(trouble),
-        "daemon_stderr_trouble_sample": trouble[:10],
+        "unfinished_turns_at_exit": served.unfinished,
+        "drain_s": round(served.drained_s, 2),
+        "client_errors": sum(len(c.errors) for c in clients),
+        "agent_requests": sum(c.agent_requests for c in clients),
     }
 
 
@@ -757,17 +853,19 @@ def run_long_load(
 
 def run_stdio(args: argparse.Namespace, workers: int) -> dict[str, Any]:
     """``benchmarks.load``'s ``cli`` run: ``toolprep acp --no-persist`` over two pipes."""
-    run = load.run_child(
-        "cli",
-        args.sessions,
-        args.rate,
-        args.duration,
-        args.provider,
-        RAMP_S,
-        args.warmup,
-        cli_args=(),
-        workers=workers,
-    )
+    with h.loopback_server(args.rate, tool="read_file") as server:
+        spec = ChildSpec.against(
+            server,
+            args.provider,
+            mode="cli",
+            sessions=args.sessions,
+            rate=args.rate,
+            duration=args.duration,
+            ramp=RAMP_S,
+            warmup=args.warmup,
+            workers=workers,
+        )
+        run = run_child(spec)
     run["label"] = "stdio"
     run["connections"] = None
     turns_window = run["turns_per_s"] * run["window_s"]
@@ -1016,7 +1114,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolprep-serve-")))
         workdir = scratch / "work"
         workdir.mkdir()
-        (workdir / BENCH_FILE).write_text(
+        (workdir / h.BENCH_FILE).write_text(
             "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
         )
         server = stack.enter_context(h.loopback_server(args.rate, tool="read_file"))

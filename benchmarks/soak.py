@@ -86,6 +86,184 @@ def _top_growth(before: Any, after: Any, limit: int = 15) -> list[dict[str, Any]
     return rows
 
 
+class _TurnLoop:
+    """Sessions that loop prompts until ``turns`` are answered; each session is closed and
+    replaced after ``per_session`` turns. Callbacks run on the client's drain thread."""
+
+    def __init__(
+        self, client: h.AcpClient, runtime: Any, workdir: str, turns: int, per_session: int
+    ) -> None:
+        self.client = client
+        self.runtime = runtime
+        self.workdir = workdir
+        self.turns = turns
+        self.per_session = per_session
+        self.lock = threading.Lock()
+        self.counters = {
+            "started": 0,
+            "done": 0,
+            "errors": 0,
+            "sessions_opened": 0,
+            "sessions_closed": 0,
+        }
+        self.stop_reasons: dict[str, int] = {}
+        self.all_done = threading.Event()
+
+    def done(self) -> int:
+        with self.lock:
+            return self.counters["done"]
+
+    def _claim_turn(self) -> bool:
+        with self.lock:
+            if self.counters["started"] >= self.turns:
+                return False
+            self.counters["started"] += 1
+            return True
+
+    def open_session(self) -> None:
+        if not self._claim_turn():
+            return
+
+        def opened(response: dict[str, Any], _read_ns: int) -> None:
+            with self.lock:
+                self.counters["sessions_opened"] += 1
+            self._prompt(response["result"]["sessionId"], 0)
+
+        self.client.request("session/new", {"cwd": self.workdir, "mcpServers": []}, opened)
+
+    def _count(self, response: dict[str, Any]) -> None:
+        result = response.get("result")
+        reason = str(result.get("stopReason")) if isinstance(result, dict) else "error"
+        with self.lock:
+            self.counters["done"] += 1
+            self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
+            if reason == "error":
+                self.counters["errors"] += 1
+            if self.counters["done"] >= self.turns:
+                self.all_done.set()
+
+    def _prompt(self, session_id: str, done_in_session: int) -> None:
+        def finished(response: dict[str, Any], _read_ns: int) -> None:
+            self._count(response)
+            if done_in_session + 1 >= self.per_session:
+                self.runtime.close_session(session_id)
+                with self.lock:
+                    self.counters["sessions_closed"] += 1
+                self.open_session()
+            elif self._claim_turn():
+                self._prompt(session_id, done_in_session + 1)
+
+        self.client.request(
+            "session/prompt",
+            {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]},
+            finished,
+        )
+
+
+class _Sampler:
+    """One row per sample: RSS, threads and the size of every runtime table."""
+
+    def __init__(self, runtime: Any, malloc_trim: bool) -> None:
+        self.runtime = runtime
+        self.trim = _malloc_trim() if malloc_trim else None
+        self.rows: list[dict[str, Any]] = []
+
+    def sample(self, done: int, elapsed: float) -> None:
+        from toolprep.messages.preparation import tracked_response_count
+
+        gc.collect()
+        if self.trim is not None:
+            self.trim(0)  # hand freed heap back first: what stays is live, not retained
+        runtime = self.runtime
+        self.rows.append(
+            {
+                "turns": done,
+                "elapsed_s": round(elapsed, 2),
+                "rss_kib": h.rss_kib(),
+                "threads": h.os_threads(),
+                "supervisor_sessions": len(runtime.supervisor_state.sessions),
+                "tracker_sessions": len(runtime.tracker_state.sessions),
+                "emitter_sinks": len(runtime.emitter_state.sinks),
+                "executor_cancelled_through": len(runtime.executor_state.cancelled_through),
+                "reader_tasks": len(runtime.reader_state.tasks),
+                "scheduler_timers": runtime.scheduler.pending,
+                "preparation_entries": tracked_response_count(),
+                "supervisor_delays": len(runtime.supervisor_state.delays),
+                "python_objects": len(gc.get_objects()),
+                "allocated_blocks": sys.getallocatedblocks(),
+            }
+        )
+
+
+class _Snapshots:
+    """``--tracemalloc``: one snapshot once warm-up is over, one at the end."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.taken: list[Any] = []
+        if enabled:
+            import tracemalloc
+
+            tracemalloc.start(8)
+
+    def after_warmup(self) -> None:
+        if self.enabled and not self.taken:
+            import tracemalloc
+
+            self.taken.append(tracemalloc.take_snapshot())
+
+    def at_end(self) -> None:
+        if self.enabled and self.taken:
+            import tracemalloc
+
+            self.taken.append(tracemalloc.take_snapshot())
+            tracemalloc.stop()
+
+    def report(self) -> dict[str, Any]:
+        if len(self.taken) != 2:
+            return {"tracemalloc_top_growth": None, "tracemalloc_growth_kib": None}
+        before, after = self.taken
+        grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
+        return {
+            "tracemalloc_top_growth": _top_growth(before, after),
+            "tracemalloc_growth_kib": round(grown / 1024, 1),
+        }
+
+
+def _slopes(rows: list[dict[str, Any]], turns: int, warmup_share: float) -> dict[str, float | None]:
+    """Least-squares slope per 1000 turns of every sampled figure, after the warm-up."""
+    measured = [r for r in rows if r["turns"] >= warmup_share * turns]
+    xs = [r["turns"] / 1000.0 for r in measured]
+    slopes: dict[str, float | None] = {}
+    for key in rows[0]:
+        if key in ("turns", "elapsed_s"):
+            continue
+        value = slope(xs, [float(r[key]) for r in measured])
+        slopes[key] = None if value is None else round(value, 3)
+    return slopes
+
+
+GROWTH_LIMITS = {
+    "rss_kib": (RSS_SLOPE_LIMIT_KIB, "RSS grows {:.1f} KiB per 1000 turns (limit {limit})"),
+    "threads": (THREAD_SLOPE_LIMIT, "threads grow {:.3f} per 1000 turns"),
+    "python_objects": (1000.0, "python objects grow {:.0f} per 1000 turns"),
+    "allocated_blocks": (1000.0, "allocated memory blocks grow {:.0f} per 1000 turns"),
+}
+"""Figure -> (slope above which it is flagged, the flag); every other figure is a table."""
+
+
+def growth_flags(slopes: dict[str, float | None]) -> list[str]:
+    """What grew faster than its limit: RSS, threads, objects, blocks, any runtime table."""
+    flags: list[str] = []
+    for key, value in slopes.items():
+        limit, text = GROWTH_LIMITS.get(
+            key, (TABLE_SLOPE_LIMIT, key + " grows {:.1f} entries per 1000 turns")
+        )
+        if value is not None and value > limit:
+            flags.append(text.format(value, limit=limit))
+    return flags
+
+
 def run(
     turns: int,
     sessions: int,
@@ -100,23 +278,12 @@ def run(
     malloc_trim: bool = False,
 ) -> dict[str, Any]:
     from toolprep.actors.stream_reader import ModelRoute
-    from toolprep.messages.preparation import tracked_response_count
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
     from toolprep.runtime.host import Runtime, RuntimeConfig
     from toolprep.runtime.providers.factory import build_provider
 
-    lock = threading.Lock()
-    counters = {"started": 0, "done": 0, "errors": 0, "sessions_opened": 0, "sessions_closed": 0}
-    stop_reasons: dict[str, int] = {}
-    all_done = threading.Event()
-    rows: list[dict[str, Any]] = []
-    snapshots: list[Any] = []
-    if trace:
-        import tracemalloc
-
-        tracemalloc.start(8)
-
+    snapshots = _Snapshots(trace)
     with h.loopback_server(rate) as server:
         base_url = server.base_url + ("/v1" if provider_name == "openai" else "")
         provider = build_provider(provider_name, base_url=base_url, api_key="bench", max_retries=0)
@@ -131,105 +298,30 @@ def run(
         client = h.AcpClient(pipes.client_w, pipes.client_r, lambda sid, update, read_ns: None)
         client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         workdir = tempfile.mkdtemp(prefix="toolprep-soak-")
-
-        def claim_turn() -> bool:
-            with lock:
-                if counters["started"] >= turns:
-                    return False
-                counters["started"] += 1
-                return True
-
-        def open_session() -> None:
-            if not claim_turn():
-                return
-
-            def opened(response: dict[str, Any], _read_ns: int) -> None:
-                with lock:
-                    counters["sessions_opened"] += 1
-                prompt(response["result"]["sessionId"], 0)
-
-            client.request("session/new", {"cwd": workdir, "mcpServers": []}, opened)
-
-        def prompt(session_id: str, done_in_session: int) -> None:
-            def finished(response: dict[str, Any], _read_ns: int) -> None:
-                result = response.get("result")
-                reason = str(result.get("stopReason")) if isinstance(result, dict) else "error"
-                with lock:
-                    counters["done"] += 1
-                    stop_reasons[reason] = stop_reasons.get(reason, 0) + 1
-                    if reason == "error":
-                        counters["errors"] += 1
-                    if counters["done"] >= turns:
-                        all_done.set()
-                if done_in_session + 1 >= per_session:
-                    runtime.close_session(session_id)
-                    with lock:
-                        counters["sessions_closed"] += 1
-                    open_session()
-                elif claim_turn():
-                    prompt(session_id, done_in_session + 1)
-
-            client.request(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]},
-                finished,
-            )
-
-        trim = _malloc_trim() if malloc_trim else None
-
-        def sample(done: int, elapsed: float) -> None:
-            gc.collect()
-            if trim is not None:
-                trim(0)  # hand freed heap back first: what stays is live, not retained
-            rows.append(
-                {
-                    "turns": done,
-                    "elapsed_s": round(elapsed, 2),
-                    "rss_kib": h.rss_kib(),
-                    "threads": h.os_threads(),
-                    "supervisor_sessions": len(runtime.supervisor_state.sessions),
-                    "tracker_sessions": len(runtime.tracker_state.sessions),
-                    "emitter_sinks": len(runtime.emitter_state.sinks),
-                    "executor_cancelled_through": len(runtime.executor_state.cancelled_through),
-                    "reader_tasks": len(runtime.reader_state.tasks),
-                    "scheduler_timers": runtime.scheduler.pending,
-                    "preparation_entries": tracked_response_count(),
-                    "supervisor_delays": len(runtime.supervisor_state.delays),
-                    "python_objects": len(gc.get_objects()),
-                    "allocated_blocks": sys.getallocatedblocks(),
-                }
-            )
+        loop = _TurnLoop(client, runtime, workdir, turns, per_session)
+        sampler = _Sampler(runtime, malloc_trim)
 
         foreign = h.ForeignLoad(server.process.pid)
         started = time.monotonic()
-        sample(0, 0.0)
+        sampler.sample(0, 0.0)
         for _ in range(min(sessions, turns)):
-            open_session()
+            loop.open_session()
         step = max(1, turns // samples)
         next_mark = step
         deadline = started + timeout_s
-        while not all_done.is_set() and time.monotonic() < deadline:
-            all_done.wait(0.05)
-            with lock:
-                done = counters["done"]
+        while not loop.all_done.is_set() and time.monotonic() < deadline:
+            loop.all_done.wait(0.05)
+            done = loop.done()
             if done >= next_mark:
-                sample(done, time.monotonic() - started)
+                sampler.sample(done, time.monotonic() - started)
                 next_mark = (done // step + 1) * step
-                if trace and not snapshots and done >= warmup_share * turns:
-                    import tracemalloc
-
-                    snapshots.append(tracemalloc.take_snapshot())
+                if done >= warmup_share * turns:
+                    snapshots.after_warmup()
         elapsed = time.monotonic() - started
         other_cores = foreign.cores()
         time.sleep(0.3)  # let the last closes and frames settle
-        with lock:
-            done = counters["done"]
-        sample(done, elapsed)
-        if trace and snapshots:
-            import tracemalloc
-
-            snapshots.append(tracemalloc.take_snapshot())
-            tracemalloc.stop()
+        sampler.sample(loop.done(), elapsed)
+        snapshots.at_end()
         stats = server.stats()
         threads_at_end = _thread_names()
         runtime.shutdown()
@@ -237,34 +329,11 @@ def run(
         client.close_input()
         client.wait_drained(10)
 
-    measured = [r for r in rows if r["turns"] >= warmup_share * turns]
-    xs = [r["turns"] / 1000.0 for r in measured]
-    slopes: dict[str, float | None] = {}
-    for key in rows[0]:
-        if key in ("turns", "elapsed_s"):
-            continue
-        value = slope(xs, [float(r[key]) for r in measured])
-        slopes[key] = None if value is None else round(value, 3)
+    rows = sampler.rows
+    slopes = _slopes(rows, turns, warmup_share)
     tail = [r for r in rows if r["turns"] >= 0.5 * turns]
     tail_slope = slope([r["turns"] / 1000.0 for r in tail], [float(r["rss_kib"]) for r in tail])
-    flags: list[str] = []
-    rss_slope = slopes.get("rss_kib")
-    if rss_slope is not None and rss_slope > RSS_SLOPE_LIMIT_KIB:
-        flags.append(f"RSS grows {rss_slope:.1f} KiB per 1000 turns (limit {RSS_SLOPE_LIMIT_KIB})")
-    thread_slope = slopes.get("threads")
-    if thread_slope is not None and thread_slope > THREAD_SLOPE_LIMIT:
-        flags.append(f"threads grow {thread_slope:.3f} per 1000 turns")
-    for key, value in slopes.items():
-        if key in ("rss_kib", "threads", "python_objects", "allocated_blocks") or value is None:
-            continue
-        if value > TABLE_SLOPE_LIMIT:
-            flags.append(f"{key} grows {value:.1f} entries per 1000 turns")
-    objects_slope = slopes.get("python_objects")
-    if objects_slope is not None and objects_slope > 1000:
-        flags.append(f"python objects grow {objects_slope:.0f} per 1000 turns")
-    blocks_slope = slopes.get("allocated_blocks")
-    if blocks_slope is not None and blocks_slope > 1000:
-        flags.append(f"allocated memory blocks grow {blocks_slope:.0f} per 1000 turns")
+    done = loop.counters["done"]
     return {
         "benchmark": "soak",
         "machine": h.machine_info(),
@@ -280,11 +349,11 @@ def run(
             "warmup_share": warmup_share,
         },
         "elapsed_s": round(elapsed, 2),
-        "turns_done": counters["done"],
-        "turns_per_s": round(counters["done"] / elapsed, 1) if elapsed else None,
-        "sessions_opened": counters["sessions_opened"],
-        "sessions_closed": counters["sessions_closed"],
-        "stop_reasons": stop_reasons,
+        "turns_done": done,
+        "turns_per_s": round(done / elapsed, 1) if elapsed else None,
+        "sessions_opened": loop.counters["sessions_opened"],
+        "sessions_closed": loop.counters["sessions_closed"],
+        "stop_reasons": loop.stop_reasons,
         "server": stats,
         "other_processes_cores": other_cores,
         "slopes_per_1000_turns": slopes,
@@ -292,16 +361,8 @@ def run(
         "rss_kib_first_last": [rows[0]["rss_kib"], rows[-1]["rss_kib"]],
         "threads_first_last": [rows[0]["threads"], rows[-1]["threads"]],
         "thread_names_at_end": threads_at_end,
-        "growth_flags": flags,
-        "tracemalloc_top_growth": _top_growth(*snapshots) if len(snapshots) == 2 else None,
-        "tracemalloc_growth_kib": (
-            round(
-                sum(s.size_diff for s in snapshots[1].compare_to(snapshots[0], "filename")) / 1024,
-                1,
-            )
-            if len(snapshots) == 2
-            else None
-        ),
+        "growth_flags": growth_flags(slopes),
+        **snapshots.report(),
         "samples": rows,
     }
 

@@ -6,7 +6,7 @@ provider event takes, and the object is shrunk to that size. glibc serves
 any block above its mmap threshold (128 KiB by default) with a fresh
 ``mmap``, so every read of every provider stream can map, fault in and
 unmap pages: 12-16 us per read on a 2-core machine, more than the
-``recv`` itself (``benchmarks.read_floor``). glibc raises its threshold by
+``recv`` itself (``benchmarks/read_floor.py``, last at 7897dd9). glibc raises its threshold by
 itself only once some block that large is freed whole, which the shrunk
 read buffers never are; so whether a process pays depends on what else it
 happened to allocate, and the agent paid under load.

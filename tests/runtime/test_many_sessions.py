@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from benchmarks._harness import bench_registry, loopback_server
 from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
 from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import TextPart
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import build_provider
+from toolprep.testing.bench_tool import bench_registry
+from toolprep.testing.loopback import loopback_server
 
 # The sessions of the whole test finish within this; the test's timeout adds room for the
 # set-up before and the checks after (cheap: the schema check validates each distinct frame once).

@@ -1,6 +1,6 @@
-"""A loopback provider for benchmarks: realistic streamed turns at a set pace.
+"""A loopback provider for benchmarks and tests: realistic streamed turns at a set pace.
 
-Runs as its own process (``python -m benchmarks.sse_server``) so its work is
+Runs as its own process (``python -m toolprep.testing.sse_server``) so its work is
 not counted against the runtime being measured. One asyncio loop serves any
 number of concurrent streams. Every POST gets a turn in the wire format of
 the path (``/v1/messages`` Anthropic, ``/chat/completions`` OpenAI): when the
@@ -36,6 +36,17 @@ import time
 from collections.abc import Iterator
 
 import orjson
+
+__all__ = [
+    "BENCH_FILE",
+    "STALL_AFTER_FRAGMENTS",
+    "TOOLS",
+    "BenchServer",
+    "anthropic_turn",
+    "main",
+    "openai_turn",
+    "serve",
+]
 
 _counter = itertools.count(1)
 
