@@ -616,6 +616,7 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     from toolprep.runtime.daemon.admission import parse_allowed_origin
     from toolprep.runtime.daemon.discovery import (
         DaemonAddress,
+        daemon_file_path,
         remove_daemon_file,
         write_daemon_file,
     )
@@ -664,21 +665,23 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
         pool.shutdown()
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
+    # Listening before the daemon file is written, so that a failure can shut the server
+    # down (its shutdown waits for serve_forever).
+    listener = threading.Thread(target=server.serve_forever, name="toolprep-listener", daemon=True)
+    listener.start()
     data_dir, pid = _daemon_data_dir(args), os.getpid()
     try:
         address_file = write_daemon_file(data_dir, DaemonAddress(server.url, token.value, pid))
+        where = f"address and token in {address_file}"
     except OSError as exc:
-        server.shutdown()
-        pool.shutdown()
-        print(f"toolprep: cannot write the daemon file in {data_dir}: {exc}", file=sys.stderr)
-        return 2
-    listener = threading.Thread(target=server.serve_forever, name="toolprep-listener", daemon=True)
-    listener.start()
-    print(
-        f"toolprep: serving ACP on {server.url} (address and token in {address_file})",
-        file=sys.stderr,
-        flush=True,
-    )
+        if token.source == "generated":  # nobody could learn the token: useless to serve
+            server.shutdown()
+            pool.shutdown()
+            print(f"toolprep: cannot write the daemon file in {data_dir}: {exc}", file=sys.stderr)
+            return 2
+        # A full or read-only data directory: clients given the URL and token still connect.
+        where = f"no daemon file: cannot write {daemon_file_path(data_dir)}: {exc.strerror}"
+    print(f"toolprep: serving ACP on {server.url} ({where})", file=sys.stderr, flush=True)
     tune_process_for_daemon()
     while not stop.requested:
         time.sleep(_STOP_POLL_S)
