@@ -180,6 +180,7 @@ class SessionStore:
             self._read_only = cause
         else:
             self._read_only = self._write_probe(self._db)
+        logger.info("opened the session store %s (synchronous %s)", self.path, synchronous)
         if self._read_only is not None:
             logger.error(
                 "the session store %s cannot be written (%s): sessions can be listed and "

@@ -18,7 +18,7 @@ from tests.support.degraded_store import (
     discarded_after_recovery,
 )
 from tests.support.fake_provider import FakeProviderServer
-from tests.support.small_disk import SmallDisk, small_disk
+from tests.support.small_disk import SmallDisk, Unwritable, small_disk
 
 
 @pytest.fixture
@@ -33,17 +33,12 @@ def test_a_daemon_on_an_unwritable_disk_serves_what_is_stored_and_recovers(
     provider: FakeProviderServer,
     workdir: Path,
     disk: SmallDisk,
-    condition: str,
+    condition: Unwritable,
     workers: str,
 ) -> None:
     db = disk.path / "sessions.db"
     crashed_session(db, workdir)
-    if condition == "full":
-        disk.fill()
-        clear = disk.free
-    else:
-        disk.read_only()
-        clear = disk.writable
+    clear = disk.refuse_writes(condition)
     daemon = start_daemon(
         "--data-dir",
         str(disk.path),

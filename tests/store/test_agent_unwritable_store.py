@@ -19,7 +19,7 @@ from tests.support.degraded_store import (
     discarded_after_recovery,
 )
 from tests.support.fake_provider import FakeProviderServer
-from tests.support.small_disk import SmallDisk, small_disk
+from tests.support.small_disk import SmallDisk, Unwritable, small_disk
 
 KIND = "anthropic"
 
@@ -32,18 +32,13 @@ def disk(tmp_path: Path) -> Iterator[SmallDisk]:
 
 @pytest.mark.parametrize(("condition", "workers"), [("full", 1), ("read_only", 1), ("full", 2)])
 def test_an_agent_on_an_unwritable_disk_serves_what_is_stored_and_recovers(
-    disk: SmallDisk, tmp_path: Path, condition: str, workers: int
+    disk: SmallDisk, tmp_path: Path, condition: Unwritable, workers: int
 ) -> None:
     cwd = tmp_path / "work"
     cwd.mkdir()
     db = disk.path / "sessions.db"
     crashed_session(db, cwd)
-    if condition == "full":
-        disk.fill()
-        clear = disk.free
-    else:
-        disk.read_only()
-        clear = disk.writable
+    clear = disk.refuse_writes(condition)
     with FakeProviderServer() as provider:
         command, env = agent_command(
             KIND, provider, "--data-dir", str(disk.path), "--workers", str(workers)

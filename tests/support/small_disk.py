@@ -11,12 +11,15 @@ import contextlib
 import errno
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Literal, assert_never
 
 import pytest
 
-__all__ = ["SmallDisk", "small_disk"]
+__all__ = ["SmallDisk", "Unwritable", "small_disk"]
+
+Unwritable = Literal["full", "read_only"]
 
 _FILLER = ".filler"
 
@@ -54,6 +57,18 @@ class SmallDisk:
 
     def writable(self) -> None:
         _mount("-o", "remount,rw", str(self.path))
+
+    def refuse_writes(self, how: Unwritable) -> Callable[[], None]:
+        """Fill it or make it read-only; returns what undoes that."""
+        match how:
+            case "full":
+                self.fill()
+                return self.free
+            case "read_only":
+                self.read_only()
+                return self.writable
+            case _:
+                assert_never(how)
 
 
 def _mount(*args: str) -> None:
