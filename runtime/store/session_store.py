@@ -207,6 +207,8 @@ class SessionStore:
         with self._lock:
             if self._read_only is None:
                 return
+            if self._closed:
+                raise SessionStoreReadOnly(f"{self._read_only} (and the store is closed)")
             recovered = self._recover()
             cause = self._read_only
             owed = recovered and self._cards_owed
