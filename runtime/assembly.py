@@ -52,6 +52,7 @@ RUNTIME_OPTIONS = (
     "max_mcp_tools",
     "log_level",
     "data_dir",
+    "synchronous",
     "event_loop",
 )
 """The ``toolprep acp`` options that shape a runtime (and so travel to workers).
@@ -137,6 +138,7 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOLS, McpConfig
     from toolprep.runtime.retry import RetryPolicy
     from toolprep.runtime.store import SessionStore
+    from toolprep.runtime.store.session_store import DEFAULT_SYNCHRONOUS
     from toolprep.runtime.tools.config import ToolConfig
     from toolprep.runtime.tools.registry import default_registry
     from toolprep.runtime.tools.shell import RunShellCommandTool
@@ -151,7 +153,15 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
     retry = RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
     path = store_path(options)
-    store = SessionStore(path, owner=options.get("store_owner")) if path is not None else None
+    store = (
+        SessionStore(
+            path,
+            owner=options.get("store_owner"),
+            synchronous=options.get("synchronous") or DEFAULT_SYNCHRONOUS,
+        )
+        if path is not None
+        else None
+    )
     # MCP servers inherit what shell commands inherit: no secrets.
     mcp = McpConfig(
         call_timeout_s=options.get("mcp_call_timeout") or DEFAULT_CALL_TIMEOUT_S,

@@ -219,6 +219,14 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="keep sessions in memory only: nothing is written, nothing can be loaded later "
         "(default: keep them in --data-dir)",
     )
+    acp.add_argument(
+        "--synchronous",
+        choices=("normal", "full"),
+        default="normal",
+        help="how durable each stored write is: normal = survives the process crashing, "
+        "but a power loss or OS crash may lose the last writes; full = survives that too, "
+        "at an fsync per write (default normal)",
+    )
 
 
 def _acp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -523,18 +531,19 @@ def _build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPoli
         raise ValueError(f"--workers must be >= 1, got {workers}")
     check_options(options)
     path = store_path(options)
-    front_store = SessionStore(path) if path is not None else None
-    if front_store is not None:
-        # Before any session runs: what a killed predecessor left open gets its discard.
-        front_store.close_open_cards()
-    if getattr(args, "ray", None) is not None:
-        return _ray_hosted(args, options, front_store, stop)
-    if workers == 1:
-        if front_store is not None:
-            front_store.close()
+    if workers == 1 and getattr(args, "ray", None) is None:
         runtime = runtime_from_options(options)
+        if runtime.store is not None:
+            # Before any session runs: what a killed predecessor left open gets its discard
+            # (or, if the store cannot be written now, once it can).
+            runtime.store.close_open_cards()
         stop.on_force = runtime.kill_tool_processes_now
         return _Hosted(runtime, runtime if runtime.store is not None else None, runtime.store)
+    front_store = SessionStore(path, synchronous=args.synchronous) if path is not None else None
+    if front_store is not None:
+        front_store.close_open_cards()  # as above
+    if getattr(args, "ray", None) is not None:
+        return _ray_hosted(args, options, front_store, stop)
     spec = WorkerSpec("toolprep.runtime.assembly:worker_runtime_from_options", options)
     worker_host = WorkerHost(spec, workers, store=front_store)
     stop.on_force = worker_host.kill_tool_processes_now
@@ -607,6 +616,7 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     from toolprep.runtime.daemon.admission import parse_allowed_origin
     from toolprep.runtime.daemon.discovery import (
         DaemonAddress,
+        daemon_file_path,
         remove_daemon_file,
         write_daemon_file,
     )
@@ -655,21 +665,23 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
         pool.shutdown()
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
+    # Listening before the daemon file is written, so that a failure can shut the server
+    # down (its shutdown waits for serve_forever).
+    listener = threading.Thread(target=server.serve_forever, name="toolprep-listener", daemon=True)
+    listener.start()
     data_dir, pid = _daemon_data_dir(args), os.getpid()
     try:
         address_file = write_daemon_file(data_dir, DaemonAddress(server.url, token.value, pid))
+        where = f"address and token in {address_file}"
     except OSError as exc:
-        server.shutdown()
-        pool.shutdown()
-        print(f"toolprep: cannot write the daemon file in {data_dir}: {exc}", file=sys.stderr)
-        return 2
-    listener = threading.Thread(target=server.serve_forever, name="toolprep-listener", daemon=True)
-    listener.start()
-    print(
-        f"toolprep: serving ACP on {server.url} (address and token in {address_file})",
-        file=sys.stderr,
-        flush=True,
-    )
+        if token.source == "generated":  # nobody could learn the token: useless to serve
+            server.shutdown()
+            pool.shutdown()
+            print(f"toolprep: cannot write the daemon file in {data_dir}: {exc}", file=sys.stderr)
+            return 2
+        # A full or read-only data directory: clients given the URL and token still connect.
+        where = f"no daemon file: cannot write {daemon_file_path(data_dir)}: {exc.strerror}"
+    print(f"toolprep: serving ACP on {server.url} ({where})", file=sys.stderr, flush=True)
     tune_process_for_daemon()
     while not stop.requested:
         time.sleep(_STOP_POLL_S)

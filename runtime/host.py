@@ -227,6 +227,8 @@ class Runtime:
         (it cannot cross a process, so it is no part of the boundary).
         """
         self.mcp.check(mcp_servers)  # before anything of the session exists
+        if self.store is not None:
+            self.store.require_writable()  # a session that could not be kept is refused
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
         resolved = str(Path(cwd).resolve())
         self._await_close(session_id)
@@ -468,6 +470,9 @@ class Runtime:
                 return reply
             if session_id not in self._sessions:
                 raise UnknownSession(session_id)
+        if self.store is not None:
+            self.store.require_writable()  # a turn that could not be kept is refused
+        with self._lock:
             self._outstanding[session_id] += 1
         reply.add_done_callback(lambda _done: self._prompt_done(session_id))
         notes = self.mcp.take_notes(session_id)

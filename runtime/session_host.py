@@ -94,6 +94,19 @@ class SessionServedElsewhere(SessionHostError):
         self.holder = holder
 
 
+class StoreReadOnly(SessionHostError):
+    """The session store cannot be written (disk full, read-only, locked): stored sessions
+    can be listed and loaded, but new sessions and turns are refused until it can be.
+    ``cause`` is what the store said."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(
+            f"the session store is read-only: {cause}; new turns are refused until it "
+            "can be written"
+        )
+        self.cause = cause
+
+
 class HostClosed(SessionHostError, RuntimeError):
     """The host was shut down and opens no more sessions."""
 
@@ -363,6 +376,7 @@ __all__ = [
     "SessionInfo",
     "SessionLimitReached",
     "SessionServedElsewhere",
+    "StoreReadOnly",
     "UnknownModel",
     "UnknownSession",
     "WriteTextFile",

@@ -53,6 +53,7 @@ from toolprep.runtime.session_host import (
     SessionHost,
     SessionLimitReached,
     SessionServedElsewhere,
+    StoreReadOnly,
     UnknownModel,
     UnknownSession,
     WriteTextFile,
@@ -73,6 +74,9 @@ SESSION_LIMIT = -32001
 """A server error (the -32000 range JSON-RPC leaves to servers): no room for another session."""
 SESSION_IN_USE = -32003
 """A server error: another live toolprep process serves the session (``data.holder`` names it)."""
+STORE_READ_ONLY = -32004
+"""A server error: the session store cannot be written, so no session or turn starts
+(``data.cause`` says why); listing and loading sessions still work."""
 
 _STOP_POLL_S = 0.1
 
@@ -196,6 +200,10 @@ class ConnectionSink:
 
 def _in_use(exc: SessionServedElsewhere) -> RpcError:
     return RpcError(SESSION_IN_USE, str(exc), {"sessionId": exc.session_id, "holder": exc.holder})
+
+
+def _read_only(exc: StoreReadOnly) -> RpcError:
+    return RpcError(STORE_READ_ONLY, str(exc), {"cause": exc.cause})
 
 
 def _editor_answer(method: str, done: Future[Any]) -> EditorAnswer:
@@ -354,6 +362,8 @@ class AcpAgent:
             raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
         except McpRefused as exc:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+        except StoreReadOnly as exc:
+            raise _read_only(exc) from None
         with self._lock:
             self._sessions.add(session_id)
         return {"sessionId": session_id, **self._settings(session_id)}
@@ -517,6 +527,9 @@ class AcpAgent:
         except UnknownSession as exc:
             own_prompts.ended(session_id, said.message_id)
             raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+        except StoreReadOnly as exc:
+            own_prompts.ended(session_id, said.message_id)
+            raise _read_only(exc) from None
         except BaseException:
             own_prompts.ended(session_id, said.message_id)
             raise
@@ -526,6 +539,10 @@ class AcpAgent:
             own_prompts.ended(session_id, said.message_id)
             try:
                 result = done.result()
+            except StoreReadOnly as exc:  # a worker process refused it
+                refused = _read_only(exc)
+                connection.respond_error(request_id, refused.code, refused.message, refused.data)
+                return
             except Exception as exc:  # the turn machinery itself failed
                 connection.respond_error(request_id, -32603, f"Internal error: {exc!r}")
                 return

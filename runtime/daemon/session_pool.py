@@ -12,8 +12,11 @@ same one ``toolprep acp`` runs on stdio. What changes is ownership:
 - a connection that goes away only detaches: the session and its running
   turn go on. When the last one has been gone for ``grace_s`` the running
   turn is cancelled, as stdin EOF cancels it for ``toolprep acp``, and an
-  idle session with a store behind it is closed in the host (its history
-  and frames stay stored; loading it brings it back), which bounds memory;
+  idle session is closed in the host, which bounds memory: with a store
+  behind it its history and frames stay stored (loading it brings it back);
+  without one (``--no-persist``) nobody could load it again anyway;
+- ``session/list`` pages (``LIST_PAGE_SIZE`` sessions and a ``nextCursor``),
+  with a store or without;
 - ``max_sessions`` bounds the sessions open at once;
 - ``mcp_policy`` decides which MCP servers a client may name: an entry it
   refuses fails ``session/new`` and ``session/load`` (even of a live session,
@@ -48,12 +51,16 @@ from toolprep.runtime.session_host import (
     SessionLimitReached,
     UnknownSession,
 )
+from toolprep.runtime.store.session_store import decode_list_cursor, encode_list_cursor
 
-__all__ = ["DEFAULT_GRACE_S", "PoolClient", "SessionPool"]
+__all__ = ["DEFAULT_GRACE_S", "LIST_PAGE_SIZE", "PoolClient", "SessionPool"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_GRACE_S = 30.0
+
+LIST_PAGE_SIZE = 50
+"""Sessions per ``session/list`` page when no store keeps them (the store pages alike)."""
 
 
 class SessionPool:
@@ -206,10 +213,15 @@ class SessionPool:
             self._forget(session_id)
 
     def list(self, cwd: str | None, cursor: str | None) -> tuple[list[SessionInfo], str | None]:
+        """A page of sessions, most recently updated first, and the cursor of the next page.
+
+        Without a store, the open sessions, paged as the store pages what it keeps:
+        the cursor names the last one listed, so sessions that open or close between
+        two pages neither shift nor repeat the others.
+        """
         if self.archive is not None:
             return self.archive.list_sessions(cwd, cursor)
-        if cursor is not None:
-            raise ValueError(f"unknown cursor: {cursor!r}")
+        after = decode_list_cursor(cursor) if cursor is not None else None
         with self._lock:
             live = list(self._sessions.values())
         infos = [
@@ -217,8 +229,12 @@ class SessionPool:
             for s in live
             if cwd is None or s.cwd == cwd
         ]
-        infos.sort(key=lambda info: info.updated_at, reverse=True)
-        return infos, None
+        infos.sort(key=lambda info: (-info.updated_at, info.session_id))
+        if after is not None:
+            infos = [i for i in infos if (-i.updated_at, i.session_id) > (-after[0], after[1])]
+        page = infos[:LIST_PAGE_SIZE]
+        more = len(infos) > LIST_PAGE_SIZE
+        return page, (encode_list_cursor(page[-1]) if more else None)
 
     def detach(self, client: ClientConnection, session_ids: Sequence[str]) -> None:
         for session_id in session_ids:
@@ -273,6 +289,9 @@ class SessionPool:
                 self.host.cancel(session_id)  # the turn's end starts the next grace period
             elif self.archive is not None:
                 logger.info("no client came back to %s: closing it (it stays stored)", session_id)
+                self.close(session_id)
+            else:
+                logger.info("no client came back to %s: closing it (nothing keeps it)", session_id)
                 self.close(session_id)
         except UnknownSession:
             self._forget(session_id)

@@ -16,7 +16,9 @@ in the order they were sent and a turn's history is saved after its frames.
 session being loaded) sees it; ``close`` writes it all before the store goes.
 
 A store that fails (disk full, locked, corrupt) costs the record, not the
-session: the error is logged with what was lost and the writer goes on.
+session: the error is logged with what was lost and the writer goes on; a
+cause that keeps failing is logged once per interval with a count
+(``failure_log``).
 Should the writer fall ``max_pending`` batches behind (a store stalled for
 long), further batches are dropped and counted instead of queued, so memory
 stays bounded and the emitter never waits for the disk; the loss is logged
@@ -36,6 +38,7 @@ from typing import Any
 
 from toolprep.messages.content import Content
 from toolprep.messages.frames import card_change
+from toolprep.runtime.store.failure_log import FailureLog
 from toolprep.runtime.store.session_store import SessionStore, StoreError
 
 logger = logging.getLogger(__name__)
@@ -101,6 +104,7 @@ class StoreJournal:
         # Sessions whose compacted history was not saved: their next one is written whole.
         self._rewrite_owed: set[str] = set()
         self._closing = False
+        self._failures = FailureLog(logger)
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self._thread.start()
 
@@ -189,6 +193,7 @@ class StoreJournal:
             with self._lock:
                 self._work.wait_for(lambda: bool(self._queue) or self._closing)
                 if not self._queue:
+                    self._failures.flush()
                     return
                 jobs = list(self._queue)
                 self._queue.clear()
@@ -227,7 +232,8 @@ class StoreJournal:
             else:
                 self.store.save_history(job.session_id, job.history, rewritten=job.rewritten)
         except StoreError as exc:
-            logger.error("%s not saved: %s", _describe(job), exc)
+            kind = "frame" if isinstance(job, _Frames) else "history"
+            self._failures.failed(kind, exc.cause, f"{_describe(job)} not saved: {exc}")
             with self._lock:
                 self._owe_rewrite(job)
         except Exception:  # the writer serves every session: one bad write must not stop it

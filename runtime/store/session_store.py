@@ -12,49 +12,98 @@ One connection in WAL mode, used under a lock: one writer, readers never
 blocked by it. Every SQLite failure becomes a ``StoreError`` that names the
 file and what was being done, so a corrupt, locked or full database is a
 clear message and never a traceback.
+
+A store that cannot be written (disk full, read-only file, directory or
+file system, locked by another process past the busy timeout) still opens,
+read-only, as long as it can be read: sessions can be listed and loaded,
+while ``create`` and ``require_writable`` raise ``SessionStoreReadOnly``
+naming the cause. Each of those calls first tries a cheap write again (a
+header field written with its own value), so the store recovers as soon as
+the disk does; it then writes the crash discards it owes (``close_open_cards``
+called while it could not). A write that fails at run time because the disk
+filled or turned read-only puts it in the same state.
+
+``synchronous`` is SQLite's ``PRAGMA synchronous`` under WAL: ``normal``
+(the default) never loses a committed transaction when the process crashes,
+but a power loss or OS crash can lose the last ones; ``full`` syncs the WAL
+at each commit, so they survive that too, at the cost of an fsync per write.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import errno
+import logging
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, assert_never, get_args
 
 import orjson
 
 from toolprep.messages.content import Content
 from toolprep.messages.frames import card_change, discarded
-from toolprep.runtime.session_host import SessionInfo, SessionServedElsewhere, UnknownSession
+from toolprep.runtime.session_host import (
+    SessionInfo,
+    SessionServedElsewhere,
+    StoreReadOnly,
+    UnknownSession,
+)
 from toolprep.runtime.session_title import title_of
 from toolprep.runtime.store.ownership import describe_owner, owner_alive, this_process
-from toolprep.runtime.store.schema import SchemaTooNew, migrate
+from toolprep.runtime.store.schema import SCHEMA_VERSION, SchemaTooNew, migrate
 from toolprep.runtime.workers.codec import dump_parts, load_parts
 from toolprep.runtime.workers.wire import WireError
 
 __all__ = [
+    "DEFAULT_SYNCHRONOUS",
+    "SYNCHRONOUS_LEVELS",
     "SessionInfo",
     "SessionNotStored",
     "SessionOwnedElsewhere",
     "SessionStore",
+    "SessionStoreReadOnly",
     "StoreError",
     "StoredSession",
+    "Synchronous",
+    "decode_list_cursor",
+    "encode_list_cursor",
 ]
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_BUSY_TIMEOUT_S = 5.0
+
+Synchronous = Literal["normal", "full"]
+SYNCHRONOUS_LEVELS: tuple[Synchronous, ...] = get_args(Synchronous)
+DEFAULT_SYNCHRONOUS: Synchronous = "normal"
+
+PROBE_BUSY_TIMEOUT_S = 0.1
+"""How long a try at writing a read-only store again waits for another process's lock."""
+
+RECOVERY_PROBE_S = 5.0
+"""How often a read-only store tries on its own to write again (besides before each new
+session or turn), so that it recovers, and writes what it owes, with nothing asked of it."""
 
 JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024
 """Bytes the write-ahead log is cut back to after a checkpoint."""
 
 
 class StoreError(Exception):
-    """The session database could not do what was asked; the message says which file and why."""
+    """The session database could not do what was asked; the message says which file and why.
+
+    ``cause`` is what SQLite (or the OS) said, without the file and the action: failures
+    of one cause are counted together (see ``failure_log``).
+    """
+
+    def __init__(self, message: str, *, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause if cause is not None else message
 
 
 class SessionNotStored(StoreError, UnknownSession):
@@ -62,6 +111,7 @@ class SessionNotStored(StoreError, UnknownSession):
 
     def __init__(self, session_id: str) -> None:
         UnknownSession.__init__(self, session_id)
+        self.cause = str(self)
 
 
 class SessionOwnedElsewhere(StoreError, SessionServedElsewhere):
@@ -69,7 +119,15 @@ class SessionOwnedElsewhere(StoreError, SessionServedElsewhere):
 
     def __init__(self, session_id: str, owner: str) -> None:
         SessionServedElsewhere.__init__(self, session_id, describe_owner(owner))
+        self.cause = str(self)
         self.owner = owner
+
+
+class SessionStoreReadOnly(StoreError, StoreReadOnly):
+    """The store cannot be written now; ``cause`` says why (see the module docstring)."""
+
+    def __init__(self, cause: str) -> None:
+        StoreReadOnly.__init__(self, cause)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,29 +150,194 @@ class SessionStore:
         *,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT_S,
         owner: str | None = None,
+        synchronous: Synchronous = DEFAULT_SYNCHRONOUS,
     ) -> None:
         """``owner`` names this process in the sessions it creates or claims (default: its
         host, pid and start time; see ``ownership``)."""
+        if synchronous not in SYNCHRONOUS_LEVELS:
+            raise ValueError(
+                f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, got {synchronous!r}"
+            )
         self.path = Path(path)
         self.owner = owner or this_process()
+        self.synchronous = synchronous
+        self._busy_timeout = busy_timeout
         self._lock = threading.Lock()
+        self._read_only: str | None = None
+        """Why the store cannot be written, or None while it can."""
+        self._cards_owed = False
+        self._closed = False
+        self._probe_timer: threading.Timer | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the session database {self.path}: {exc}") from None
-        try:
-            self._set_up(busy_timeout)
+            self._db = self._connect_writable(busy_timeout)
         except SchemaTooNew as exc:
-            self._db.close()
             raise StoreError(f"cannot use the session database {self.path}: {exc}") from None
-        except sqlite3.Error as exc:
-            self._db.close()
-            raise StoreError(f"cannot open the session database {self.path}: {exc}") from None
+        except (OSError, sqlite3.Error) as exc:
+            cause = _unwritable_cause(exc, at_open=True)
+            if cause is None:
+                raise StoreError(f"cannot open the session database {self.path}: {exc}") from None
+            self._db = self._connect_read_only(cause)
+            self._read_only = cause
+        else:
+            self._read_only = self._write_probe(self._db)
+        logger.info("opened the session store %s (synchronous %s)", self.path, synchronous)
+        if self._read_only is not None:
+            logger.error(
+                "the session store %s cannot be written (%s): sessions can be listed and "
+                "loaded; new sessions and turns are refused until it can be",
+                self.path,
+                self._read_only,
+            )
+            with self._lock:
+                self._arm_probe()
 
-    def _set_up(self, busy_timeout: float) -> None:
+    @property
+    def read_only_cause(self) -> str | None:
+        """Why the store cannot be written, as last found; None while it can."""
+        with self._lock:
+            return self._read_only
+
+    def require_writable(self) -> None:
+        """Return if the store can be written; else try again, and raise
+        ``SessionStoreReadOnly`` naming the cause if it still cannot.
+
+        Called before a session or a turn starts, so nothing begins that could not be kept.
+        Once it can be written again the crash discards owed since are written.
+        """
+        with self._lock:
+            if self._read_only is None:
+                return
+            if self._closed:
+                raise SessionStoreReadOnly(f"{self._read_only} (and the store is closed)")
+            recovered = self._recover()
+            cause = self._read_only
+            owed = recovered and self._cards_owed
+            if recovered:
+                self._cards_owed = False
+        if not recovered:
+            assert cause is not None
+            raise SessionStoreReadOnly(cause)
+        logger.warning(
+            "the session store %s can be written again: new sessions and turns are accepted",
+            self.path,
+        )
+        if owed:
+            self.close_open_cards()
+
+    def _arm_probe(self) -> None:
+        """With the lock held: try to write again in ``RECOVERY_PROBE_S`` (unless closed)."""
+        if self._closed or self._probe_timer is not None:
+            return
+        timer = threading.Timer(RECOVERY_PROBE_S, self._probe_again)
+        timer.name, timer.daemon = "toolprep-store-probe", True
+        self._probe_timer = timer
+        timer.start()
+
+    def _probe_again(self) -> None:
+        with self._lock:
+            self._probe_timer = None
+            if self._closed:
+                return
+        try:
+            self.require_writable()
+        except SessionStoreReadOnly:
+            with self._lock:
+                self._arm_probe()
+        except StoreError as exc:  # the owed discards: the next turn's close writes them
+            logger.error("after the session store could be written again: %s", exc)
+
+    def _recover(self) -> bool:
+        """With the lock held: a writable connection in place of the current one, if the
+        file can be written now."""
+        try:
+            db = self._connect_writable(PROBE_BUSY_TIMEOUT_S)
+        except (OSError, sqlite3.Error, SchemaTooNew) as exc:
+            self._read_only = _unwritable_cause(exc, at_open=True) or str(exc)
+            return False
+        cause = self._write_probe(db)
+        if cause is not None:
+            db.close()
+            self._read_only = cause
+            return False
+        self._db.close()
+        self._db = db
+        db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+        self._read_only = None
+        return True
+
+    def _connect_writable(self, busy_timeout: float) -> sqlite3.Connection:
+        """A connection set up for writing (``OSError``, ``sqlite3.Error`` or ``SchemaTooNew``
+        if it cannot be)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(
+            self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._set_up(db, busy_timeout)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _connect_read_only(self, cause: str) -> sqlite3.Connection:
+        """A connection that only reads, for a file that cannot be written.
+
+        A WAL database needs its shared-memory file, which a read-only directory or a
+        full disk may not let SQLite create; then the file is read as immutable (what
+        its last checkpoint holds).
+        """
+        failures = []
+        for options in ("mode=ro", "mode=ro&immutable=1"):
+            try:
+                db = sqlite3.connect(
+                    f"{self.path.resolve().as_uri()}?{options}",
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            except sqlite3.Error as exc:
+                failures.append(str(exc))
+                continue
+            try:
+                (version,) = db.execute("PRAGMA user_version").fetchone()
+                db.execute("SELECT 1 FROM sessions LIMIT 1").fetchall()
+            except sqlite3.Error as exc:
+                db.close()
+                failures.append(str(exc))
+                continue
+            if version != SCHEMA_VERSION:
+                db.close()
+                raise StoreError(
+                    f"cannot use the session database {self.path}: it cannot be written "
+                    f"({cause}) and its schema (version {version}) is not this toolprep's "
+                    f"({SCHEMA_VERSION})"
+                )
+            return db
+        raise StoreError(
+            f"cannot open the session database {self.path}: it cannot be written ({cause}) "
+            f"nor read ({failures[-1]})"
+        )
+
+    def _write_probe(self, db: sqlite3.Connection) -> str | None:
+        """Why ``db`` cannot commit a write now, or None if it can.
+
+        The write sets a header field to the value it has: a real commit (a WAL frame
+        that must reach the disk) that changes nothing.
+        """
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                (application_id,) = db.execute("PRAGMA application_id").fetchone()
+                db.execute(f"PRAGMA application_id = {int(application_id)}")
+                db.execute("COMMIT")
+            finally:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            return str(exc)
+        return None
+
+    def _set_up(self, db: sqlite3.Connection, busy_timeout: float) -> None:
         """Set the connection up and migrate, retrying while another process holds the file.
 
         Switching to WAL and recovering a WAL another process is checkpointing or
@@ -126,13 +349,13 @@ class SessionStore:
         deadline = time.monotonic() + busy_timeout
         while True:
             try:
-                self._db.execute("PRAGMA foreign_keys = ON")
-                self._db.execute("PRAGMA journal_mode = WAL")
-                self._db.execute("PRAGMA synchronous = NORMAL")
+                db.execute("PRAGMA foreign_keys = ON")
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute(f"PRAGMA synchronous = {_synchronous_pragma(self.synchronous)}")
                 # Readers in other processes can hold the WAL past SQLite's automatic
                 # checkpoint; without a limit it then keeps its largest size for good.
-                self._db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
-                migrate(self._db)
+                db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+                migrate(db)
                 return
             except sqlite3.OperationalError as exc:
                 locked = "locked" in str(exc) or "busy" in str(exc)
@@ -142,7 +365,11 @@ class SessionStore:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
+            timer, self._probe_timer = self._probe_timer, None
             self._db.close()
+        if timer is not None:
+            timer.cancel()
 
     def __enter__(self) -> SessionStore:
         return self
@@ -153,7 +380,9 @@ class SessionStore:
     # --- writing --------------------------------------------------------------------------
 
     def create(self, session_id: str, cwd: str, model: str | None = None) -> SessionInfo:
-        """Store a new session; an id used before (even by a deleted session) is refused."""
+        """Store a new session; an id used before (even by a deleted session) is refused,
+        and so is any while the store cannot be written (``SessionStoreReadOnly``)."""
+        self.require_writable()
         now = time.time()
         with self._transaction(f"create session {session_id}") as db:
             try:
@@ -265,8 +494,14 @@ class SessionStore:
         """Make this process the session's owner, unless a live process serves it.
 
         Called before a stored session is opened again; raises
-        ``SessionOwnedElsewhere`` naming the owner if it still runs.
+        ``SessionOwnedElsewhere`` naming the owner if it still runs. A read-only
+        store only checks: the session can be loaded but not claimed.
         """
+        if self.read_only_cause is not None:
+            with self._transaction(f"check the owner of session {session_id}") as db:
+                self._require(db, session_id)
+                self._refuse_if_served_elsewhere(db, session_id)
+            return
         with self._transaction(f"claim session {session_id}") as db:
             self._require(db, session_id)
             self._refuse_if_served_elsewhere(db, session_id)
@@ -274,6 +509,8 @@ class SessionStore:
 
     def release(self, session_id: str) -> None:
         """This process no longer serves the session: another may open it."""
+        if self.read_only_cause is not None:
+            return  # it could not claim it either
         with self._transaction(f"release session {session_id}") as db:
             db.execute(
                 "UPDATE sessions SET owner = NULL WHERE id = ? AND owner = ?",
@@ -285,8 +522,18 @@ class SessionStore:
 
         For every session (at start-up) or for one about to be opened again;
         sessions served by a live process, this one included, are left alone.
-        Returns how many cards it closed.
+        Returns how many cards it closed. A read-only store closes none: for every
+        session, it owes them and writes them once it can be written again.
         """
+        with self._lock:
+            if self._read_only is not None:
+                self._cards_owed = self._cards_owed or session_id is None
+                logger.warning(
+                    "the cards a crash left open are not closed: the session store cannot be "
+                    "written (%s)",
+                    self._read_only,
+                )
+                return 0
         query = (
             "SELECT open_cards.session_id, call_id, tool_name, owner FROM open_cards "
             "JOIN sessions ON sessions.id = open_cards.session_id"
@@ -392,9 +639,13 @@ class SessionStore:
 
     @contextmanager
     def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """One transaction under the lock; a write the disk refuses makes the store read-only."""
         with self._lock:
+            # A read-only store reads without the write lock BEGIN IMMEDIATE takes: its
+            # connection may not be able to take it, or another process may hold it.
+            begin = "BEGIN" if self._read_only is not None else "BEGIN IMMEDIATE"
             try:
-                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute(begin)
                 try:
                     yield self._db
                 except BaseException:
@@ -402,7 +653,26 @@ class SessionStore:
                     raise
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot {doing} in {self.path}: {exc}") from None
+                if self._db.in_transaction:
+                    with suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                self._note_unwritable(exc)
+                raise StoreError(f"cannot {doing} in {self.path}: {exc}", cause=str(exc)) from None
+
+    def _note_unwritable(self, exc: sqlite3.Error) -> None:
+        """With the lock held: a failure that says the disk refuses writes (full, read-only,
+        failing) makes the store read-only until ``require_writable`` finds it writable."""
+        cause = _unwritable_cause(exc, at_open=False)
+        if cause is None or self._read_only is not None:
+            return
+        self._read_only = cause
+        logger.error(
+            "the session store %s cannot be written (%s): new sessions and turns are refused "
+            "until it can be",
+            self.path,
+            cause,
+        )
+        self._arm_probe()
 
     def _refuse_if_served_elsewhere(self, db: sqlite3.Connection, session_id: str) -> None:
         (owner,) = db.execute("SELECT owner FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -426,6 +696,47 @@ def _load_entry(raw: Any) -> Content:
     if role not in ("user", "model"):
         raise ValueError(f"unknown role {role!r}")
     return Content(role, tuple(load_parts(raw["parts"])))
+
+
+_UNWRITABLE = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN")
+"""SQLite's answers (and their extended codes) when the disk refuses a write."""
+_UNWRITABLE_AT_OPEN = (*_UNWRITABLE, "SQLITE_BUSY", "SQLITE_LOCKED")
+"""At open, also a lock another process held past the busy timeout."""
+_UNWRITABLE_ERRNOS = frozenset(
+    {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG}
+)
+
+
+def _unwritable_cause(exc: BaseException, *, at_open: bool) -> str | None:
+    """What ``exc`` says if it means the store cannot be written now; None for anything
+    else (a corrupt file, a bug), which stays an error."""
+    if isinstance(exc, sqlite3.Error):
+        name = getattr(exc, "sqlite_errorname", None) or ""
+        kinds = _UNWRITABLE_AT_OPEN if at_open else _UNWRITABLE
+        return str(exc) if any(name == k or name.startswith(f"{k}_") for k in kinds) else None
+    if isinstance(exc, OSError) and exc.errno in _UNWRITABLE_ERRNOS:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _synchronous_pragma(level: Synchronous) -> str:
+    match level:
+        case "normal":
+            return "NORMAL"
+        case "full":
+            return "FULL"
+        case _:
+            assert_never(level)
+
+
+def encode_list_cursor(info: SessionInfo) -> str:
+    """The ``nextCursor`` of a session list page whose last entry is ``info``."""
+    return _encode_cursor(info)
+
+
+def decode_list_cursor(cursor: str) -> tuple[float, str]:
+    """The (updated_at, session id) a list cursor points after; ``ValueError`` if it is none."""
+    return _decode_cursor(cursor)
 
 
 def _encode_cursor(info: SessionInfo) -> str:

@@ -55,6 +55,7 @@ from toolprep.runtime.session_host import (
     SessionHostError,
     SessionInfo,
     SessionServedElsewhere,
+    StoreReadOnly,
     UnknownModel,
     UnknownSession,
 )
@@ -576,10 +577,10 @@ class WorkerHost:
                 session.prompts.discard(call_id)
                 if session.closed and not session.prompts:
                     worker.sessions.pop(session.session_id, None)
-        if call.kind == "prompt":
+        if call.kind == "prompt" and not isinstance(error, StoreReadOnly):
             result = load_result(value) if error is None else TurnResult(None, error=str(error))
             call.future.set_result(result)
-        elif error is not None:
+        elif error is not None:  # a refused turn is refused as the runtime refuses it
             call.future.set_exception(error)
         else:
             call.future.set_result(value)
@@ -726,6 +727,8 @@ def _error(kind: str, message: str) -> Exception:
             return HostClosed(message)
         case "mcp_refused":
             return McpRefused(message)
+        case "store_read_only":  # the message is the cause
+            return StoreReadOnly(message)
         case "invalid":
             return ValueError(message)
         case _:

@@ -40,6 +40,7 @@ from toolprep.runtime.session_host import (
     EditorCapabilities,
     HostClosed,
     SessionServedElsewhere,
+    StoreReadOnly,
     UnknownModel,
     UnknownSession,
 )
@@ -219,6 +220,9 @@ class WorkerLoop:
                 self.writer.write(
                     ["raised", call_id, "served_elsewhere", exc.session_id, exc.holder]
                 )
+                return
+            case StoreReadOnly():  # the front raises it again, so the agent names the cause
+                self.writer.write(["raised", call_id, "store_read_only", exc.cause])
                 return
             case UnknownSession():
                 kind = "unknown_session"

@@ -6,13 +6,12 @@ import os
 import re
 import socket
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
 
+from tests.support.degraded_store import TURN, dead_owner
 from tests.support.runtime_harness import check_cards, lifecycle
 from toolprep.messages import frames as fr
 from toolprep.messages.content import (
@@ -43,37 +42,11 @@ HISTORY = (
     Content("model", (TextPart("Done."),)),
 )
 
-TURN = [
-    fr.preparing("call_1", "read_file", "read"),
-    fr.execution_started(
-        "call_1",
-        "read_file",
-        title="Read setup.cfg",
-        kind="read",
-        locations=[],
-        raw_input={"path": "setup.cfg"},
-        prepared=True,
-    ),
-    fr.tool_result("call_1", "read_file", ok=True, content=[], raw_output="x"),
-    fr.agent_message_chunk("Done."),
-]
-
 
 _SERVED_HERE = (
     rf"session sess_live is served by another live toolprep process "
     rf"\(pid {os.getpid()} on {re.escape(socket.gethostname())}\)"
 )
-
-
-def _dead_owner() -> str:
-    """An owner on this host whose process has ended (a child that already exited)."""
-    child = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return f"{socket.gethostname()}:{int(child.stdout)}:?"
 
 
 @pytest.fixture
@@ -96,7 +69,7 @@ def test_a_session_survives_reopening_the_file(db: Path) -> None:
 
 
 def test_cards_left_open_by_a_crash_get_their_discard_on_restart(db: Path) -> None:
-    with SessionStore(db, owner=_dead_owner()) as store:
+    with SessionStore(db, owner=dead_owner()) as store:
         store.create("sess_1", "/work")
         store.append_frames("sess_1", TURN)  # a finished turn
         store.append_frames("sess_1", [fr.preparing("call_2", "grep", "search")])
@@ -230,7 +203,7 @@ def test_history_grows_at_its_end_and_can_be_cut_back_to_a_turn_start(db: Path) 
 
 def test_only_cards_of_processes_that_are_gone_are_discarded(db: Path) -> None:
     card = [fr.preparing("call_1", "grep", "search")]
-    with SessionStore(db, owner=_dead_owner()) as crashed:
+    with SessionStore(db, owner=dead_owner()) as crashed:
         crashed.create("sess_dead", "/work")
         crashed.append_frames("sess_dead", card)
     with SessionStore(db) as serving, SessionStore(db, owner="elsewhere:1:1") as starting:
@@ -248,7 +221,7 @@ def test_only_cards_of_processes_that_are_gone_are_discarded(db: Path) -> None:
 
 
 def test_a_session_a_live_process_serves_cannot_be_deleted_by_another(db: Path) -> None:
-    with SessionStore(db, owner=_dead_owner()) as crashed:
+    with SessionStore(db, owner=dead_owner()) as crashed:
         crashed.create("sess_dead", "/work")
     with SessionStore(db) as serving, SessionStore(db, owner="elsewhere:1:1") as other:
         serving.create("sess_live", "/work")  # served by this (live) test process

@@ -16,7 +16,11 @@ from typing import IO
 
 from tests.support.ws_client import WsClient
 
-_LISTENING = re.compile(r"serving ACP on (ws://\S+) \(address and token in (.+)\)$", re.MULTILINE)
+_LISTENING = re.compile(
+    r"serving ACP on (ws://\S+) \((?:address and token in (.+)|no daemon file: cannot write "
+    r"(\S+): .+)\)$",
+    re.MULTILINE,
+)
 
 
 def serve_command(provider: str, base_url: str, *options: str) -> list[str]:
@@ -87,20 +91,25 @@ class DaemonProcess:
             stderr=self._stderr,
         )
         try:
-            self.url, self.address_file = self._wait_listening(start_timeout)
-            # Read at once: a daemon started later on the same data directory replaces it.
-            address = json.loads(self.address_file.read_text(encoding="utf-8"))
-            self.token: str = address["token"]
+            self.url, self.address_file, written = self._wait_listening(start_timeout)
+            if written:
+                # Read at once: a daemon started later on the same data directory replaces it.
+                address = json.loads(self.address_file.read_text(encoding="utf-8"))
+                self.token: str = address["token"]
+            else:  # it could not write the file: it serves the token it was given
+                self.token = env["TOOLPREP_TOKEN"]
         except BaseException:
             self.kill()
             raise
 
-    def _wait_listening(self, timeout: float) -> tuple[str, Path]:
+    def _wait_listening(self, timeout: float) -> tuple[str, Path, bool]:
+        """The URL, the daemon file, and whether the daemon could write it."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = _LISTENING.search(self.stderr())
             if found:
-                return found.group(1), Path(found.group(2))
+                written = found.group(2) is not None
+                return found.group(1), Path(found.group(2) or found.group(3)), written
             if self.process.poll() is not None:
                 raise AssertionError(
                     f"the daemon exited {self.process.returncode}: {self.stderr()}"

@@ -1,0 +1,72 @@
+"""``toolprep serve`` whose data directory is on a full or read-only disk starts (serving
+without its daemon file when it was given its token), lists and loads the stored sessions,
+refuses new sessions and turns by cause, and takes them once the disk takes writes again."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.daemon.conftest import KIND, StartDaemon
+from tests.support.degraded_store import (
+    crashed_session,
+    degrade_and_recover,
+    discarded_after_recovery,
+)
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.small_disk import SmallDisk, Unwritable, small_disk
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    with small_disk(tmp_path / "data") as mounted:
+        yield mounted
+
+
+@pytest.mark.parametrize(("condition", "workers"), [("full", "1"), ("read_only", "2")])
+def test_a_daemon_on_an_unwritable_disk_serves_what_is_stored_and_recovers(
+    start_daemon: StartDaemon,
+    provider: FakeProviderServer,
+    workdir: Path,
+    disk: SmallDisk,
+    condition: Unwritable,
+    workers: str,
+) -> None:
+    db = disk.path / "sessions.db"
+    crashed_session(db, workdir)
+    clear = disk.refuse_writes(condition)
+    daemon = start_daemon(
+        "--data-dir",
+        str(disk.path),
+        "--workers",
+        workers,
+        env_extra={"TOOLPREP_TOKEN": secrets.token_urlsafe(16)},
+    )
+    assert f"no daemon file: cannot write {disk.path / 'serve.json'}" in daemon.stderr()
+    client = daemon.client()
+    try:
+        client.initialize()
+        degrade_and_recover(client, workdir, provider, clear, KIND)
+        deadline = time.monotonic() + 60  # with workers, the front's probe writes it
+        while discarded_after_recovery(db) != ["preparing", "discarded"]:
+            assert time.monotonic() < deadline, daemon.stderr()
+            time.sleep(0.2)
+    finally:
+        client.close()
+    assert daemon.stop() == 0
+    assert "can be written again" in daemon.stderr()
+
+
+def test_a_daemon_without_its_token_and_its_file_refuses_to_start(
+    start_daemon: StartDaemon, disk: SmallDisk, workdir: Path
+) -> None:
+    crashed_session(disk.path / "sessions.db", workdir)
+    disk.read_only()
+    with pytest.raises(
+        AssertionError, match=r"(?s)the daemon exited 2: .*cannot write the daemon file"
+    ):
+        start_daemon("--data-dir", str(disk.path), "--workers", "1")

@@ -1,0 +1,65 @@
+"""``toolprep acp`` whose data directory is on a full or read-only disk starts, lists and
+loads its sessions, refuses new sessions and turns by cause, and takes them once the
+disk takes writes again (writing the crash discards it owed)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.acp.conftest import agent_command
+from tests.support.agent_process import AgentProcess
+from tests.support.degraded_store import (
+    crashed_session,
+    degrade_and_recover,
+    discarded_after_recovery,
+)
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.small_disk import SmallDisk, Unwritable, small_disk
+
+KIND = "anthropic"
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    with small_disk(tmp_path / "data") as mounted:
+        yield mounted
+
+
+@pytest.mark.parametrize(("condition", "workers"), [("full", 1), ("read_only", 1), ("full", 2)])
+def test_an_agent_on_an_unwritable_disk_serves_what_is_stored_and_recovers(
+    disk: SmallDisk, tmp_path: Path, condition: Unwritable, workers: int
+) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    db = disk.path / "sessions.db"
+    crashed_session(db, cwd)
+    clear = disk.refuse_writes(condition)
+    with FakeProviderServer() as provider:
+        command, env = agent_command(
+            KIND, provider, "--data-dir", str(disk.path), "--workers", str(workers)
+        )
+        agent = AgentProcess(command, env, cwd, tmp_path / f"stderr-{os.urandom(4).hex()}.log")
+        try:
+            agent.reply(
+                agent.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            )
+            cause = degrade_and_recover(agent, cwd, provider, clear, KIND)
+            # Written on recovery: at once by the store that took the new session, within
+            # a probe interval by a front that only lists and loads (with workers).
+            deadline = time.monotonic() + 60
+            while discarded_after_recovery(db) != ["preparing", "discarded"]:
+                assert time.monotonic() < deadline, agent.stderr()
+                time.sleep(0.2)
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+    expected = "database or disk is full" if condition == "full" else "unable to open"
+    assert expected in cause or "disk I/O error" in cause, cause
+    assert "cannot be written" in agent.stderr()
+    assert "can be written again" in agent.stderr()

@@ -1,0 +1,134 @@
+"""A store that cannot be written opens read-only, refuses new sessions by cause, and
+recovers (writing the crash discards it owes) once the disk takes writes again."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.degraded_store import TURN, crashed_session
+from tests.support.runtime_harness import lifecycle
+from tests.support.small_disk import SmallDisk, small_disk
+from toolprep.messages import frames as fr
+from toolprep.runtime.store import SessionStore
+from toolprep.runtime.store.session_store import SessionStoreReadOnly
+
+REFUSED = (
+    r"^the session store is read-only: (?P<cause>.+); new turns are refused until it "
+    r"can be written$"
+)
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    with small_disk(tmp_path / "disk") as mounted:
+        yield mounted
+
+
+def _check_degraded_then_recovered(db: Path, clear: SmallDisk, how: str) -> None:
+    with SessionStore(db) as store:
+        assert store.read_only_cause is not None
+        # Listing and loading work; nothing is claimed or closed yet.
+        assert [s.session_id for s in store.list_sessions()[0]] == ["sess_1"]
+        assert list(store.load("sess_1").frames)[: len(TURN)] == TURN
+        store.claim("sess_1")  # checked, not written
+        assert store.close_open_cards() == 0  # owed
+        with pytest.raises(SessionStoreReadOnly, match=REFUSED) as refused:
+            store.create("sess_2", "/work")
+        assert refused.value.cause == store.read_only_cause
+        with pytest.raises(SessionStoreReadOnly, match=REFUSED):
+            store.require_writable()  # tried again: still refused
+
+        getattr(clear, how)()
+        store.require_writable()
+        assert store.read_only_cause is None
+        # The discard owed since start-up was written on the way.
+        assert lifecycle(list(store.load("sess_1").frames))["call_2"] == [
+            "preparing",
+            "discarded",
+        ]
+        store.create("sess_2", "/work")
+        store.append_frames("sess_2", TURN)
+    with SessionStore(db) as store:
+        assert list(store.load("sess_2").frames) == TURN
+
+
+def test_a_full_disk_opens_read_only_and_recovers_when_space_is_freed(
+    disk: SmallDisk, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = disk.path / "sessions.db"
+    crashed_session(db)
+    disk.fill()
+    with caplog.at_level(logging.WARNING, logger="toolprep.runtime.store.session_store"):
+        _check_degraded_then_recovered(db, disk, "free")
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("cannot be written" in m and "sessions can be listed" in m for m in messages)
+    assert any("can be written again" in m for m in messages)
+
+
+def test_a_read_only_file_system_opens_read_only_and_recovers_when_writable(
+    disk: SmallDisk,
+) -> None:
+    db = disk.path / "sessions.db"
+    crashed_session(db)
+    disk.read_only()
+    _check_degraded_then_recovered(db, disk, "writable")
+
+
+def test_a_disk_that_fills_while_open_makes_the_store_read_only(disk: SmallDisk) -> None:
+    db = disk.path / "sessions.db"
+    with SessionStore(db) as store:
+        store.create("sess_1", "/work")
+        assert store.read_only_cause is None
+        disk.fill()
+        with pytest.raises(Exception, match="full"):
+            for n in range(10_000):  # until the write-ahead log needs a page it cannot get
+                store.append_frames("sess_1", [fr.agent_message_chunk("x" * 4000 + str(n))])
+        assert store.read_only_cause == "database or disk is full"
+        with pytest.raises(SessionStoreReadOnly, match="read-only: database or disk is full"):
+            store.create("sess_2", "/work")
+        disk.free()
+        store.create("sess_2", "/work")
+        assert store.read_only_cause is None
+
+
+def test_a_missing_store_on_a_read_only_disk_is_refused_by_name(disk: SmallDisk) -> None:
+    disk.read_only()
+    with pytest.raises(Exception, match=r"cannot be written \(.+\) nor read \(.+\)"):
+        SessionStore(disk.path / "sessions.db")
+
+
+@pytest.mark.parametrize(("level", "pragma"), [("normal", 1), ("full", 2)])
+def test_the_durability_level_is_sqlites_synchronous_pragma(
+    tmp_path: Path, level: str, pragma: int
+) -> None:
+    db = tmp_path / "sessions.db"
+    with SessionStore(db, synchronous=level) as store:  # type: ignore[arg-type]
+        (found,) = store._db.execute("PRAGMA synchronous").fetchone()
+    assert found == pragma
+
+
+def test_an_unknown_durability_level_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="synchronous must be one of normal, full, got 'off'"):
+        SessionStore(tmp_path / "sessions.db", synchronous="off")  # type: ignore[arg-type]
+
+
+def test_a_store_another_process_locks_at_start_opens_read_only(tmp_path: Path) -> None:
+    db = tmp_path / "sessions.db"
+    crashed_session(db)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        with SessionStore(db, busy_timeout=0.2) as store:
+            assert store.read_only_cause == "database is locked"
+            assert [s.session_id for s in store.list_sessions()[0]] == ["sess_1"]
+            with pytest.raises(SessionStoreReadOnly, match="read-only: database is locked"):
+                store.create("sess_2", "/work")
+            holder.execute("ROLLBACK")
+            store.create("sess_2", "/work")
+    finally:
+        holder.close()

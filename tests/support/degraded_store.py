@@ -1,0 +1,116 @@
+"""What an editor must see from an agent or daemon whose store cannot be written, and
+once it can again: the stored sessions listed and loaded, new sessions and turns
+refused by cause, then accepted."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.runtime import scenarios as sc
+from tests.support.fake_provider import FakeProviderServer
+from tests.support.message_log import Message, MessageLog
+from tests.support.runtime_harness import lifecycle
+from toolprep.messages import frames as fr
+from toolprep.runtime.store import SessionStore
+
+__all__ = [
+    "REFUSED",
+    "STORE_READ_ONLY",
+    "TURN",
+    "crashed_session",
+    "dead_owner",
+    "degrade_and_recover",
+    "discarded_after_recovery",
+]
+
+STORE_READ_ONLY = -32004
+REFUSED = re.compile(
+    r"^the session store is read-only: (?P<cause>.+); new turns are refused until it "
+    r"can be written$"
+)
+
+TURN = [
+    fr.preparing("call_1", "read_file", "read"),
+    fr.execution_started(
+        "call_1",
+        "read_file",
+        title="Read setup.cfg",
+        kind="read",
+        locations=[],
+        raw_input={"path": "setup.cfg"},
+        prepared=True,
+    ),
+    fr.tool_result("call_1", "read_file", ok=True, content=[], raw_output="x"),
+    fr.agent_message_chunk("Done."),
+]
+
+
+def dead_owner() -> str:
+    """An owner on this host whose process has ended (a child that already exited)."""
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return f"{socket.gethostname()}:{int(child.stdout)}:?"
+
+
+def crashed_session(db: Path, cwd: Path | str = "/work") -> None:
+    """Store ``sess_1``: a finished turn, then a card its process died with open."""
+    with SessionStore(db, owner=dead_owner()) as store:
+        store.create("sess_1", str(cwd))
+        store.append_frames("sess_1", TURN)
+        store.append_frames("sess_1", [fr.preparing("call_2", "grep", "search")])
+
+
+def _refused(reply: Message) -> str:
+    """The cause a read-only refusal names; fails unless ``reply`` is one."""
+    assert "error" in reply, reply
+    error = reply["error"]
+    assert error["code"] == STORE_READ_ONLY, error
+    found = REFUSED.match(error["message"])
+    assert found is not None, error
+    assert error["data"] == {"cause": found["cause"]}
+    return found["cause"]
+
+
+def degrade_and_recover(
+    client: MessageLog,
+    cwd: Path,
+    provider: FakeProviderServer,
+    clear: Callable[[], None],
+    kind: str,
+) -> str:
+    """Drive ``client`` (initialized) over a store holding ``crashed_session``, unwritable
+    until ``clear`` is called; returns the cause the refusals named."""
+    listed = client.reply(client.request("session/list", {}))["result"]
+    assert [s["sessionId"] for s in listed["sessions"]] == ["sess_1"]
+    params = {"sessionId": "sess_1", "cwd": str(cwd), "mcpServers": []}
+    assert "result" in client.reply(client.request("session/load", params))
+    replayed = client.updates("sess_1")
+    assert replayed[: len(TURN)] == TURN
+    # Not discarded yet: the store could not be written.
+    assert lifecycle(replayed)["call_2"] == ["preparing"]
+
+    new = {"cwd": str(cwd), "mcpServers": []}
+    cause = _refused(client.reply(client.request("session/new", new)))
+    assert _refused(client.reply(client.prompt("sess_1", "go on"))) == cause
+
+    clear()
+    provider.enqueue(sc.ok(sc.text_turn(kind, "Written again.")))
+    session_id = client.reply(client.request("session/new", new))["result"]["sessionId"]
+    reply = client.reply(client.prompt(session_id, "and now?"))
+    assert reply["result"]["stopReason"] == "end_turn", reply
+    return cause
+
+
+def discarded_after_recovery(db: Path) -> list[str]:
+    """The lifecycle of the card ``crashed_session`` left open, as stored now."""
+    with SessionStore(db) as store:
+        return lifecycle(list(store.load("sess_1").frames))["call_2"]
