@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -35,6 +35,7 @@ from toolprep.runtime.stop_signals import StopSignals
 from toolprep.runtime.tools.environment import SERVE_TOKEN_VARIABLE
 
 if TYPE_CHECKING:
+    from toolprep.runtime.daemon.serve_token import ServeToken
     from toolprep.runtime.store import SessionStore
 
 _DESCRIPTION = (
@@ -475,7 +476,40 @@ def check_arguments(args: argparse.Namespace) -> None:
     grace = getattr(args, "disconnect_grace", None)
     if grace is not None and not grace >= 0:  # also rejects NaN
         raise ValueError(f"--disconnect-grace must be >= 0 seconds, got {grace}")
+    ray = getattr(args, "ray", None)
+    if getattr(args, "shards", None) is not None and ray is None:
+        raise ValueError("--shards goes with --ray ADDRESS; on one machine use --workers N")
+    if ray is not None and args.workers is not None:
+        raise ValueError("--workers does not go with --ray: --shards N says how many runtimes run")
     check_options({name: getattr(args, name) for name in RUNTIME_OPTIONS})
+
+
+class ServeStart(NamedTuple):
+    """What ``serve`` starts from once its options are checked."""
+
+    token: ServeToken
+    origins: frozenset[str]
+    mcp_policy: McpPolicy
+
+
+def check_serve_arguments(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeStart:
+    """Everything ``serve`` checks before it starts anything, in the order it refuses: the
+    token first (one on the command line is refused whatever else is wrong), then the
+    origins, then the other options. Raises ``ValueError`` or ``OSError``."""
+    from toolprep.runtime.daemon.admission import parse_allowed_origin
+    from toolprep.runtime.daemon.serve_token import (
+        TOKEN_ON_COMMAND_LINE,
+        check_token_for_host,
+        serve_token,
+    )
+
+    if args.token is not None:
+        raise ValueError(f"--token: {TOKEN_ON_COMMAND_LINE}")
+    token = serve_token(args.token_file, environ)
+    check_token_for_host(token, args.host)
+    origins = frozenset(parse_allowed_origin(origin) for origin in args.allow_origin)
+    check_arguments(args)
+    return ServeStart(token, origins, _client_mcp_policy(args))
 
 
 def run_acp(args: argparse.Namespace) -> int:
@@ -519,8 +553,6 @@ def _build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPoli
     from toolprep.runtime.store.ownership import this_process
     from toolprep.runtime.workers import WorkerHost, WorkerSpec, default_worker_count
 
-    if getattr(args, "shards", None) is not None and getattr(args, "ray", None) is None:
-        raise ValueError("--shards goes with --ray ADDRESS; on one machine use --workers N")
     if not args.no_persist and args.data_dir is None:
         args.data_dir = str(default_data_dir())
     options: dict[str, object] = {name: getattr(args, name) for name in RUNTIME_OPTIONS}
@@ -557,8 +589,6 @@ def _ray_hosted(
     stop: StopSignals,
 ) -> _Hosted:
     """``serve --ray``: the sessions on shard actors of a Ray cluster (the ``ray`` extra)."""
-    if args.workers is not None:
-        raise ValueError("--workers does not go with --ray: --shards N says how many runtimes run")
     try:
         from toolprep.runtime.ray_host.launch import ray_host_from_options
     except ImportError as exc:
@@ -613,31 +643,19 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
-    from toolprep.runtime.daemon.admission import parse_allowed_origin
     from toolprep.runtime.daemon.discovery import (
         DaemonAddress,
         daemon_file_path,
         remove_daemon_file,
         write_daemon_file,
     )
-    from toolprep.runtime.daemon.serve_token import (
-        TOKEN_ON_COMMAND_LINE,
-        check_token_for_host,
-        serve_token,
-    )
 
     configure_logging(args.log_level)
     try:
-        if args.token is not None:
-            raise ValueError(f"--token: {TOKEN_ON_COMMAND_LINE}")
-        token = serve_token(args.token_file, os.environ)
-        check_token_for_host(token, args.host)
+        token, origins, mcp_policy = check_serve_arguments(args, os.environ)
         # Workers inherit it from here, and the tools' environment policy keeps it (and any
         # copy of its value) out of every tool and MCP server, and masks it in their output.
         os.environ[SERVE_TOKEN_VARIABLE] = token.value
-        origins = frozenset(parse_allowed_origin(origin) for origin in args.allow_origin)
-        check_arguments(args)
-        mcp_policy = _client_mcp_policy(args)
         hosted = _build_host(args, stop, mcp_policy)
     except _start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)

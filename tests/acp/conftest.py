@@ -125,7 +125,7 @@ class RecordingClient(RefusingClient):
             p["update"] for p in self.updates if session_id is None or p["sessionId"] == session_id
         ]
 
-    async def wait_for(self, predicate: Any, timeout: float = 15.0) -> None:
+    async def wait_for(self, predicate: Any, timeout: float = 30.0) -> None:
         async def loop() -> None:
             while not predicate(self.frames()):
                 self.changed.clear()

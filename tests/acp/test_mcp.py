@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -323,6 +324,14 @@ def test_loaded_session_gets_the_servers_of_the_load_request(tmp_path: Path) -> 
         assert none_with_argument_within(tag, DEADLINE_S)
 
 
+def _listens(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S):
+            return True
+    except OSError:
+        return False
+
+
 @pytest.fixture
 def http_echo_server(tmp_path: Path) -> Iterator[str]:
     """The echo server on Streamable HTTP, on a free loopback port: its URL."""
@@ -339,14 +348,7 @@ def http_echo_server(tmp_path: Path) -> Iterator[str]:
             assert time.monotonic() < deadline, "the HTTP server wrote no port"
             time.sleep(0.05)
         port = int(port_file.read_text())
-        while subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                f"import socket; socket.create_connection(('127.0.0.1', {port}))",
-            ],
-            capture_output=True,
-        ).returncode:
+        while not _listens(port):
             assert time.monotonic() < deadline, "the HTTP server never listened"
             time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"

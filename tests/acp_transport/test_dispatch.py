@@ -187,15 +187,18 @@ def test_deferred_sentinel_lets_another_thread_answer_in_order(wire: WireFactory
 
 def test_respond_error_from_a_deferred_handler(wire: WireFactory) -> None:
     w = wire()
-
-    def later(params: Any, request_id: Any) -> Any:
-        threading.Timer(
-            0.01, w.conn.respond_error, (request_id, -32002, "Session not found: s")
-        ).start()
-        return DEFERRED
-
-    w.conn.on_request("session/load", later)
+    w.conn.on_request("session/load", lambda params, request_id: DEFERRED)
+    w.conn.on_request("echo", _echo)
     w.peer.send({"jsonrpc": "2.0", "id": "L", "method": "session/load", "params": {}})
+    # Handlers run in wire order: once the echo is answered, the load handler has returned
+    # DEFERRED and left the request open, so the error below comes from outside any handler.
+    w.peer.send({"jsonrpc": "2.0", "id": "E", "method": "echo", "params": ["next"]})
+    assert w.peer.recv() == {"jsonrpc": "2.0", "id": "E", "result": ["next"]}
+    answered = threading.Thread(
+        target=w.conn.respond_error, args=("L", -32002, "Session not found: s")
+    )
+    answered.start()
+    answered.join(TIMEOUT)
     assert w.peer.recv() == {
         "jsonrpc": "2.0",
         "id": "L",

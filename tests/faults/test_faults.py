@@ -159,7 +159,7 @@ def test_thousand_sessions_opened_and_closed_leave_nothing_behind(tmp_path: Path
             sessions = [h.session() for _ in range(200)]
             for sid, _ in sessions:
                 h.runtime.close_session(sid)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while h.runtime.supervisor_state.sessions and time.monotonic() < deadline:
             time.sleep(0.02)
         assert h.runtime.supervisor_state.sessions == {}

@@ -133,7 +133,7 @@ def _read_until_stalled(
                 got.append(chunk)
 
         task = asyncio.create_task(read())
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while not any(get_preparations(c) for c in got) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.1)

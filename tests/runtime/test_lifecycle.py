@@ -150,7 +150,7 @@ def test_user_cancel_mid_stream_closes_stream_and_discards(kind: str, tmp_path: 
         assert lifecycle(sink.frames()) == {"call_paris": ["preparing", "discarded"]}
         assert h.tool.executed == []
         # Cancelling closed the HTTP response: the stalled server saw the client go.
-        deadline = __import__("time").monotonic() + 5
+        deadline = __import__("time").monotonic() + 30
         while h.server.disconnects < 1 and __import__("time").monotonic() < deadline:
             __import__("time").sleep(0.02)
         assert h.server.disconnects == 1

@@ -70,3 +70,6 @@ IMPLEMENTATIONS: dict[str, Callable[[Path], AbstractContextManager[HostUnderTest
 }
 # Implementations that start processes: their tests are in the ``process`` tier.
 STARTS_PROCESSES = frozenset({"workers"})
+# Implementations whose set-up costs most of a test's time: one host per test module,
+# shared by its tests (see ``conftest.py``).
+SHARED = frozenset({"workers"})

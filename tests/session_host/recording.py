@@ -64,7 +64,7 @@ class RecordingFrameSink:
         with self._changed:
             return {s for s, _ in self.events}
 
-    def wait_until(self, done: Callable[[list[Event]], bool], timeout: float = 10.0) -> None:
+    def wait_until(self, done: Callable[[list[Event]], bool], timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         with self._changed:
             while not done(self.events):
@@ -73,6 +73,6 @@ class RecordingFrameSink:
                     raise AssertionError(f"timed out waiting; events so far: {self.events}")
                 self._changed.wait(remaining)
 
-    def wait_for_request(self, kind: type[R], timeout: float = 10.0) -> R:
+    def wait_for_request(self, kind: type[R], timeout: float = 30.0) -> R:
         self.wait_until(lambda events: any(isinstance(e, kind) for _, e in events), timeout)
         return next(r for r in self.requests() if isinstance(r, kind))

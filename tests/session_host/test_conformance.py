@@ -360,6 +360,7 @@ def test_a_session_id_already_open_is_refused(hosted: HostUnderTest) -> None:
         hosted.host.open_session(hosted.cwd, RecordingFrameSink(), session_id)
 
 
+@pytest.mark.own_host  # shuts its host down
 def test_a_shut_down_host_opens_no_session(hosted: HostUnderTest) -> None:
     hosted.host.shutdown(timeout=5)
     with pytest.raises(HostClosed, match="shut down"):

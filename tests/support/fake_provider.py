@@ -310,6 +310,14 @@ class FakeProviderServer:
         with self._lock:
             return self._disconnects
 
+    def reset(self) -> None:
+        """Forget the script, the requests and the disconnects: a server several tests share
+        (behind processes started once for all of them) starts each test clean."""
+        with self._lock:
+            self._queue.clear()
+            self._requests.clear()
+            self._disconnects = 0
+
     def _record_and_next(self, request: RecordedRequest) -> ScriptedResponse | None:
         with self._lock:
             self._requests.append(request)

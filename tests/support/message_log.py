@@ -15,6 +15,7 @@ from typing import Any
 from tests.support.acp_schema import validate_agent_message, validate_response
 
 Message = dict[str, Any]
+RECHECK_S = 0.05
 
 
 class MessageLog:
@@ -45,13 +46,15 @@ class MessageLog:
         return self._next_id
 
     def wait_for(self, predicate: Callable[[list[Message]], bool], timeout: float = 30.0) -> None:
+        """Until ``predicate`` holds: checked on each message, and every ``RECHECK_S`` for a
+        predicate on something else (the provider's requests), which no message announces."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while not predicate(self.messages):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise AssertionError(f"timed out; the agent wrote {self.messages!r}")
-                self._changed.wait(remaining)
+                self._changed.wait(min(remaining, RECHECK_S))
 
     def reply(self, request_id: int, timeout: float = 30.0) -> Message:
         self.wait_for(lambda ms: any(_answers(m, request_id) for m in ms), timeout)

@@ -74,7 +74,7 @@ class RecordingSink:
             return [u for s, u in self.events if session_id is None or s == session_id]
 
     def wait_for(
-        self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 10.0
+        self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 30.0
     ) -> None:
         deadline = time.monotonic() + timeout
         with self.lock:
@@ -86,7 +86,7 @@ class RecordingSink:
                     )
                 self.changed.wait(remaining)
 
-    def wait_for_preparing(self, timeout: float = 10.0) -> None:
+    def wait_for_preparing(self, timeout: float = 30.0) -> None:
         self.wait_for(lambda fs: any(is_preparing(f) for f in fs), timeout)
 
 
