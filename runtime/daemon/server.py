@@ -35,6 +35,7 @@ in all; sockets whose client has not answered by then are dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http
 import logging
 import threading
@@ -190,6 +191,9 @@ class AcpServer:
                 for _, transport in still_open:
                     transport.abort()
                 await asyncio.wait(late, timeout=self._stop_budget)
+        with contextlib.suppress(TimeoutError):  # the library's own closing task, done by now
+            async with asyncio.timeout(self._stop_budget):
+                await self._server.wait_closed()
         logger.log(
             logging.WARNING if dropped else logging.INFO,
             "stopped serving: %d connection(s) closed in %.1f s, %d of them dropped after the "
