@@ -50,7 +50,8 @@ _ACP_DESCRIPTION = (
     "stdout, logs on stderr. It stops when stdin closes, or on SIGTERM/SIGINT."
 )
 _SERVE_DESCRIPTION = (
-    "Run a daemon serving ACP over WebSocket at ws://HOST:PORT/acp. Its sessions outlive "
+    "Run a daemon serving ACP over WebSocket at ws://HOST:PORT/acp (experimental: ACP "
+    "defines no remote transport yet). Its sessions outlive "
     "connections: a client that reconnects finds them again. On SIGTERM/SIGINT it cancels "
     "the running turns, then exits."
 )

@@ -73,7 +73,7 @@ logger = logging.getLogger(__name__)
 
 ACP_PATH: Final = "/acp"
 CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"
-HANDLER_THREADS: Final = 8
+HANDLER_THREADS: Final = 32
 STOP_BUDGET_S: Final = 3.0
 _CLOSE_TIMEOUT_S: Final = 10.0  # a cut-off client's time to read up to its close frame
 _LISTEN_BACKLOG: Final = 4096  # a burst of connects waits in the kernel, not refused

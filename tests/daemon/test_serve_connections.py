@@ -272,13 +272,8 @@ FD_LIMIT = 128
 
 
 def _one_turn(daemon: DaemonProcess, provider: FakeProviderServer, workdir: Path) -> None:
-    provider.enqueue(sc.ok(sc.text_turn(KIND, "here")))
-    client = daemon.client()
-    try:
-        session_id = client.start_session(workdir)
-        assert client.result(client.prompt(session_id), DEADLINE_S)["stopReason"] == "end_turn"
-    finally:
-        client.close()
+    with _closing(daemon.client()) as client:
+        assert _turn(client, client.start_session(workdir), provider) == "end_turn"
 
 
 def test_out_of_file_descriptors_the_daemon_backs_off_and_recovers(
