@@ -681,6 +681,8 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
         pool.shutdown()
         print(f"toolprep: cannot write the daemon file in {data_dir}: {exc}", file=sys.stderr)
         return 2
+    listener = threading.Thread(target=server.serve_forever, name="toolprep-listener", daemon=True)
+    listener.start()
     print(
         f"toolprep: serving ACP on {server.url} (address and token in {address_file})",
         file=sys.stderr,
