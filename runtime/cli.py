@@ -23,6 +23,10 @@ from toolprep.messages.modes import MODES
 from toolprep.runtime.assembly import RUNTIME_OPTIONS, check_options, configure_logging
 from toolprep.runtime.compaction import DEFAULT_COMPACT_AT
 from toolprep.runtime.config import DEFAULT_MODELS
+from toolprep.runtime.daemon.serve_options import (
+    add_connection_arguments,
+    check_connection_arguments,
+)
 from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
 from toolprep.runtime.event_loops import EVENT_LOOPS
 from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOLS
@@ -47,7 +51,8 @@ _ACP_DESCRIPTION = (
     "stdout, logs on stderr. It stops when stdin closes, or on SIGTERM/SIGINT."
 )
 _SERVE_DESCRIPTION = (
-    "Run a daemon serving ACP over WebSocket at ws://HOST:PORT/acp. Its sessions outlive "
+    "Run a daemon serving ACP over WebSocket at ws://HOST:PORT/acp (experimental: ACP "
+    "defines no remote transport yet). Its sessions outlive "
     "connections: a client that reconnects finds them again. On SIGTERM/SIGINT it cancels "
     "the running turns, then exits."
 )
@@ -302,6 +307,7 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="how long a session's running turn goes on with no client attached before it "
         f"is cancelled, and an idle one stays open (default {DEFAULT_GRACE_S:g})",
     )
+    add_connection_arguments(serve)
     _client_mcp_arguments(serve)
     serve.add_argument(
         "--ray",
@@ -509,6 +515,7 @@ def check_serve_arguments(args: argparse.Namespace, environ: Mapping[str, str]) 
     check_token_for_host(token, args.host)
     origins = frozenset(parse_allowed_origin(origin) for origin in args.allow_origin)
     check_arguments(args)
+    check_connection_arguments(args)
     return ServeStart(token, origins, _client_mcp_policy(args))
 
 
@@ -660,8 +667,15 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     except _start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
+    from toolprep.runtime.daemon.limits import default_max_connections, raise_open_files_limit
     from toolprep.runtime.daemon.server import AcpServer
     from toolprep.runtime.daemon.session_pool import SessionPool
+
+    open_files, _ = raise_open_files_limit()
+    max_connections = args.max_connections or default_max_connections(open_files)
+    logging.getLogger(__name__).info(
+        "open files limit %d: at most %d connections", open_files, max_connections
+    )
 
     pool = SessionPool(
         hosted.host,
@@ -678,6 +692,10 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
             token=token.value,
             allowed_origins=origins,
             max_message_bytes=args.max_line_bytes,
+            max_connections=max_connections,
+            max_buffered_bytes=args.max_send_buffer,
+            ping_interval_s=args.ping_interval or None,
+            ping_timeout_s=args.ping_timeout or None,
         )
     except (ValueError, OSError) as exc:
         pool.shutdown()

@@ -13,6 +13,9 @@ Threading model, and why:
   skipped message that was the peer's *response* fails the local request it
   answers at once with :class:`OversizedMessage` instead of waiting for its
   timeout.
+* Or **no reader thread**: a server on an event loop pushes each message
+  with :meth:`JsonRpcConnection.receive`, one at a time and in order, from
+  whichever pool thread it picked; that thread is the reader meanwhile.
 * **Handlers run inline on the reader thread by default**, in arrival order.
   That ordering is what makes ``session/cancel`` reliable: the
   ``session/prompt`` handler has registered its turn before the cancel that
@@ -252,6 +255,7 @@ class JsonRpcConnection:
         self._cancel_hooks: dict[RequestId, Callable[[], object]] = {}
         self._ids = itertools.count(1)
         self._reader: threading.Thread | None = None
+        self._pushing: int | None = None  # the thread in ``receive``, if any
         self._finished = False
         self._finish_reason = ""
         self._write_failure: str | None = None
@@ -325,6 +329,31 @@ class JsonRpcConnection:
                 raise RuntimeError("connection already started")
             self._reader = threading.current_thread()
         self._read_loop()
+
+    def receive(self, message: bytes | SkippedMessage) -> None:
+        """Handle one incoming message on the calling thread (instead of ``start``/``run``).
+
+        For a server whose connections live on an event loop: it hands each
+        connection's messages, in arrival order and one at a time, to a
+        small shared pool, so no connection owns a thread. While a message is
+        handled, the calling thread counts as the reader (its rules apply).
+        """
+        with self._state_lock:
+            if self._reader is not None:
+                raise RuntimeError("a reader thread already reads this connection")
+            self._pushing = threading.get_ident()
+        try:
+            if not self._finished:
+                self._dispatch(message)
+        finally:
+            self._pushing = None
+
+    def end_of_input(self, reason: str = "input closed (EOF)") -> None:
+        """The peer sent its last message: what ``receive`` mode has instead of EOF."""
+        logger.debug("%s: %s", self.name, reason)
+        self._finish(reason)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
 
     def wait_closed(self, timeout: float | None = None) -> bool:
         """Block until the input ended (``on_close`` callbacks done) or ``close()``; True if so."""
@@ -470,6 +499,8 @@ class JsonRpcConnection:
     # ------------------------------------------------------------------ internals
 
     def _on_reader_thread(self) -> bool:
+        if self._pushing is not None:
+            return threading.get_ident() == self._pushing
         return self._reader is not None and threading.current_thread() is self._reader
 
     def _claim(self, request_id: RequestId) -> bool:
@@ -531,13 +562,7 @@ class JsonRpcConnection:
             for line in self._transport.incoming():
                 if self._finished:
                     break
-                if isinstance(line, SkippedMessage):
-                    self._oversized(line)
-                    continue
-                try:
-                    self._handle_line(line)
-                except Exception:
-                    logger.exception("%s: failed to handle a message", self.name)
+                self._dispatch(line)
         except Exception as exc:
             reason = f"reader failed: {exc!r}"
             logger.exception("%s: reader failed", self.name)
@@ -547,6 +572,15 @@ class JsonRpcConnection:
             if self._pool is not None:
                 # Queued handlers still run and may still answer; no new ones can arrive.
                 self._pool.shutdown(wait=False)
+
+    def _dispatch(self, line: bytes | SkippedMessage) -> None:
+        if isinstance(line, SkippedMessage):
+            self._oversized(line)
+            return
+        try:
+            self._handle_line(line)
+        except Exception:
+            logger.exception("%s: failed to handle a message", self.name)
 
     def _oversized(self, line: SkippedMessage) -> None:
         """Fail the local request an oversized response answered, or reject the line."""

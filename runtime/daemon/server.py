@@ -1,54 +1,90 @@
-"""``toolprep serve``'s network side: ACP over WebSocket on ``/acp``.
+"""``toolprep serve``'s network side: ACP over WebSocket on ``/acp`` (experimental).
 
 Each WebSocket connection gets the same ACP agent ``toolprep acp`` runs on
 stdio, over a ``WebSocketTransport`` (one JSON-RPC message per text frame),
 talking to the daemon's ``SessionPool`` through its own ``PoolClient``; so
 every protocol behaviour, error reply and size limit is the stdio one.
 
-The socket side is the ``websockets`` library's threaded server: toolprep
-is built on threads (actors, one stream loop), the library does the
-handshake, framing, pings and limits, and the ACP SDK's ASGI transport
-creates an agent per connection, which is exactly what sessions owned by the
-daemon must not depend on.
+Threads do not grow with connections. The sockets live on one event loop
+(the ``websockets`` asyncio server, on a thread of its own), which never
+blocks: it does the handshakes, framing, pings and limits. Each
+connection's messages go, in order, to a ``SerialInbox`` drained by a pool
+of ``HANDLER_THREADS`` threads all connections share (handlers may block on
+the store). Frames from the runtime's threads go to the connection's
+bounded buffer and are sent by the loop; a client that falls behind by
+more than ``max_buffered_bytes`` is cut off (close 1008) without slowing
+the writer or anyone else. The loop is asyncio's own, not uvloop: uvloop
+closes a listening socket for good on the first failed ``accept``
+(EMFILE), where asyncio pauses accepting and resumes (``limits``).
 
 Security model (``admission``): every upgrade needs ``Authorization: Bearer
 <token>``; one carrying an ``Origin`` (a browser's) is refused unless that
 origin was allowed, and on a loopback address a ``Host`` that is not a
 loopback name (DNS rebinding) is refused; all before the WebSocket is
-opened. A client that sends a message over the limit is disconnected with
-close code 1009; one that stops reading is disconnected once its queue is
-full; neither touches the sessions, which other clients (or the same one,
-reconnected) go on using. A client gone right after the handshake costs
-nothing: its handler finds the connection closed and undoes what it built.
+opened. Past ``max_connections`` open sockets an upgrade is answered 503
+with ``Retry-After``. A client that sends a message over the limit is
+disconnected with close code 1009. None of this touches the sessions,
+which other clients (or the same one, reconnected) go on using. Each
+accepted upgrade carries an ``Acp-Connection-Id`` header, the name its log
+lines use.
+
+Stopping closes every connection at once (1001), within ``stop_budget_s``
+in all; sockets whose client has not answered by then are dropped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http
-import itertools
 import logging
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
-from websockets.sync.server import Server, ServerConnection, serve
 
 from toolprep.runtime.acp.agent import AcpAgent
 from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
 from toolprep.runtime.acp.websocket_transport import WebSocketTransport
 from toolprep.runtime.daemon.admission import Admission
+from toolprep.runtime.daemon.limits import RETRY_AFTER_S, AcceptErrors
+from toolprep.runtime.daemon.serial_inbox import SerialInbox
+from toolprep.runtime.daemon.serve_options import (
+    DEFAULT_MAX_BUFFERED_BYTES,
+    DEFAULT_PING_INTERVAL_S,
+    DEFAULT_PING_TIMEOUT_S,
+)
 from toolprep.runtime.daemon.session_pool import SessionPool
 
-__all__ = ["ACP_PATH", "AcpServer"]
+__all__ = [
+    "ACP_PATH",
+    "CONNECTION_ID_HEADER",
+    "HANDLER_THREADS",
+    "STOP_BUDGET_S",
+    "AcpServer",
+]
 
 logger = logging.getLogger(__name__)
 
 ACP_PATH: Final = "/acp"
+CONNECTION_ID_HEADER: Final = "Acp-Connection-Id"
+HANDLER_THREADS: Final = 32
+STOP_BUDGET_S: Final = 3.0
+_CLOSE_TIMEOUT_S: Final = 10.0  # a cut-off client's time to read up to its close frame
+_LISTEN_BACKLOG: Final = 4096  # a burst of connects waits in the kernel, not refused
+
+
+def connection_name(socket: ServerConnection) -> str:
+    return f"ws-{socket.id.hex}"
 
 
 class AcpServer:
-    """Listens from construction on; ``serve_forever`` serves until ``shutdown``."""
+    """Listens from construction on; ``serve_forever`` returns after ``shutdown``."""
 
     def __init__(
         self,
@@ -59,70 +95,182 @@ class AcpServer:
         token: str,
         allowed_origins: frozenset[str] = frozenset(),
         max_message_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_connections: int = 1000,
+        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+        ping_interval_s: float | None = DEFAULT_PING_INTERVAL_S,
+        ping_timeout_s: float | None = DEFAULT_PING_TIMEOUT_S,
+        stop_budget_s: float = STOP_BUDGET_S,
     ) -> None:
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be >= 1, got {max_connections}")
         self.pool = pool
         self._admission = Admission(token, allowed_origins, host)
         self._max_message_bytes = max_message_bytes
-        self._ids = itertools.count(1)
-        self._connections = 0
-        self._lock = threading.Lock()
-        self._server: Server = serve(
+        self._max_connections = max_connections
+        self._max_buffered = max_buffered_bytes
+        self._stop_budget = stop_budget_s
+        self._live: dict[ServerConnection, WebSocketTransport] = {}
+        self._executor = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="toolprep-acp")
+        self._loop = asyncio.new_event_loop()
+        self._loop.set_exception_handler(AcceptErrors())
+        self._stopped = threading.Event()
+        try:
+            self._server: Server = self._loop.run_until_complete(
+                self._listen(host, port, ping_interval_s, ping_timeout_s)
+            )
+        except BaseException:
+            self._loop.close()
+            self._executor.shutdown(wait=False)
+            raise
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="toolprep-connections", daemon=True
+        )
+        self._thread.start()
+
+    async def _listen(
+        self, host: str, port: int, ping_interval: float | None, ping_timeout: float | None
+    ) -> Server:
+        return await serve(
             self._serve_connection,
             host,
             port,
             process_request=self._check_request,
-            max_size=max_message_bytes,
+            process_response=self._label_response,
+            max_size=self._max_message_bytes,
             compression=None,
+            ping_interval=ping_interval,
+            ping_timeout=ping_timeout,
+            close_timeout=self._stop_budget,
+            backlog=_LISTEN_BACKLOG,
         )
 
     @property
     def url(self) -> str:
-        host, port = self._server.socket.getsockname()[:2]
+        host, port = self._server.sockets[0].getsockname()[:2]
         if ":" in host:
             host = f"[{host}]"
         return f"ws://{host}:{port}{ACP_PATH}"
 
     @property
     def connections(self) -> int:
-        with self._lock:
-            return self._connections
+        return len(self._live)
 
     def serve_forever(self) -> None:
-        self._server.serve_forever()
+        """Wait until ``shutdown``; the connections are served on the loop's own thread."""
+        self._stopped.wait()
 
     def shutdown(self) -> None:
-        """Stop accepting, close every connection (1001) and wait for their handlers."""
-        self._server.shutdown()
+        """Stop accepting, close every connection (1001) within the stop budget, stop the loop."""
+        if self._stopped.is_set():
+            return
+        stopping = asyncio.run_coroutine_threadsafe(self._stop(), self._loop)
+        try:
+            stopping.result(self._stop_budget * 2 + 5)
+        except TimeoutError:
+            logger.warning("connections still closing after the stop budget; leaving them")
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
+        self._executor.shutdown(wait=False)
+        self._stopped.set()
+
+    async def _stop(self) -> None:
+        started = time.monotonic()
+        self._server.close(close_connections=False)  # no new connections; 503 mid-handshake
+        live = list(self._live.items())
+        for _, transport in live:
+            transport.close_output(CloseCode.GOING_AWAY)
+        handlers = set(self._server.handler_tasks)
+        dropped = 0
+        if handlers:
+            _, late = await asyncio.wait(handlers, timeout=self._stop_budget)
+            if late:
+                still_open = [(s, t) for s, t in live if s in self._live]
+                dropped = len(still_open)
+                for _, transport in still_open:
+                    transport.abort()
+                await asyncio.wait(late, timeout=self._stop_budget)
+        with contextlib.suppress(TimeoutError):  # the library's own closing task, done by now
+            async with asyncio.timeout(self._stop_budget):
+                await self._server.wait_closed()
+        logger.log(
+            logging.WARNING if dropped else logging.INFO,
+            "stopped serving: %d connection(s) closed in %.1f s, %d of them dropped after the "
+            "%.1f s stop budget",
+            len(live),
+            time.monotonic() - started,
+            dropped,
+            self._stop_budget,
+        )
 
     def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path.split("?", 1)[0] != ACP_PATH:
             return connection.respond(http.HTTPStatus.NOT_FOUND, f"ACP is served on {ACP_PATH}\n")
         refusal = self._admission.check(request.headers)
-        if refusal is None:
-            return None
-        logger.info("refused a WebSocket upgrade (%d): %s", refusal.status, refusal.reason)
-        return connection.respond(refusal.status, refusal.reason + "\n")
+        if refusal is not None:
+            logger.info("refused a WebSocket upgrade (%d): %s", refusal.status, refusal.reason)
+            return connection.respond(refusal.status, refusal.reason + "\n")
+        open_sockets = len(self._server.handler_tasks)  # this one included
+        if open_sockets > self._max_connections:
+            logger.info(
+                "refused a WebSocket upgrade (503): %d connections open, the limit is %d",
+                open_sockets - 1,
+                self._max_connections,
+            )
+            busy = connection.respond(
+                http.HTTPStatus.SERVICE_UNAVAILABLE,
+                f"this daemon serves at most {self._max_connections} connections; "
+                f"retry in {RETRY_AFTER_S} s\n",
+            )
+            busy.headers["Retry-After"] = str(RETRY_AFTER_S)
+            return busy
+        return None
 
-    def _serve_connection(self, socket: ServerConnection) -> None:
-        name = f"ws-{next(self._ids)}"
+    def _label_response(
+        self, connection: ServerConnection, request: Request, response: Response
+    ) -> Response:
+        if response.status_code == http.HTTPStatus.SWITCHING_PROTOCOLS:
+            response.headers[CONNECTION_ID_HEADER] = connection.id.hex
+        return response
+
+    async def _serve_connection(self, socket: ServerConnection) -> None:
+        name = connection_name(socket)
         try:
             peer = socket.remote_address
         except OSError:  # the client left right after the handshake; reading ends at once
             peer = "a client already gone"
-        with contextlib.ExitStack() as cleanup:  # whatever was built is undone, in reverse
-            with self._lock:
-                self._connections += 1
-            cleanup.callback(self._disconnected, name)
-            transport = WebSocketTransport(socket, self._max_message_bytes)
-            connection = JsonRpcConnection.over(transport, name=name)
-            cleanup.callback(connection.close)
-            client = self.pool.client()
-            cleanup.callback(client.shutdown)  # detaches; the sessions go on
-            AcpAgent(client, connection, archive=client)
-            logger.info("%s: connected from %s", name, peer)
-            connection.run()  # this thread reads: the library gave it to this connection
+        transport = WebSocketTransport(
+            socket,
+            self._max_message_bytes,
+            max_buffered_bytes=self._max_buffered,
+            close_timeout=_CLOSE_TIMEOUT_S,
+            name=name,
+        )
+        connection = JsonRpcConnection.over(transport, name=name)
+        client = self.pool.client()
+        AcpAgent(client, connection, archive=client)
+        inbox: SerialInbox[bytes] = SerialInbox(self._executor, connection.receive, self._loop)
+        sender = asyncio.create_task(transport.run(), name=f"{name}-sender")
+        self._live[socket] = transport
+        logger.info("%s: connected from %s", name, peer)
+        reason = "input closed (EOF)"
+        try:
+            while True:
+                await inbox.room.wait()
+                message = await socket.recv(decode=False)
+                inbox.put(message)
+        except ConnectionClosed as exc:
+            reason = f"connection closed: {exc}"
+        finally:
 
-    def _disconnected(self, name: str) -> None:
-        with self._lock:
-            self._connections -= 1
-        logger.info("%s: disconnected", name)
+            def disconnect() -> None:  # on the pool, after the messages before it
+                connection.end_of_input(reason)
+                connection.close()
+                client.shutdown()  # detaches; the sessions go on
+
+            await asyncio.shield(asyncio.wrap_future(inbox.close(disconnect)))
+            transport.close_output()
+            await sender
+            del self._live[socket]
+            logger.info("%s: disconnected (%s)", name, reason)

@@ -36,6 +36,7 @@ from toolprep.messages.content import Part
 from toolprep.messages.modes import SessionMode
 from toolprep.messages.permissions import PermissionOutcome
 from toolprep.messages.turns import TurnResult, UserMessage
+from toolprep.runtime.daemon.grace_timers import GraceTimers
 from toolprep.runtime.daemon.shared_session import ClientConnection, SharedSession
 from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.mcp.specs import McpServerSpec
@@ -83,7 +84,7 @@ class SessionPool:
         self.mcp_policy = mcp_policy or McpPolicy()
         self._lock = threading.Lock()
         self._sessions: dict[str, SharedSession] = {}
-        self._timers: dict[str, threading.Timer] = {}
+        self._timers = GraceTimers(self._unattended)
         self._closed = False
 
     def client(self) -> PoolClient:
@@ -98,10 +99,7 @@ class SessionPool:
     def shutdown(self, timeout: float = 10.0) -> None:
         with self._lock:
             self._closed = True
-            timers = list(self._timers.values())
-            self._timers.clear()
-        for timer in timers:
-            timer.cancel()
+        self._timers.shutdown()
         self.host.shutdown(timeout)
 
     # --- what PoolClient calls ------------------------------------------------------------
@@ -263,23 +261,16 @@ class SessionPool:
 
     def _start_timer(self, session_id: str) -> None:
         with self._lock:
-            if self._closed or session_id in self._timers:
+            if self._closed:
                 return
-            timer = threading.Timer(self.grace_s, self._unattended, args=(session_id,))
-            timer.daemon = True
-            self._timers[session_id] = timer
-        timer.start()
+        self._timers.start(session_id, self.grace_s)
 
     def _cancel_timer(self, session_id: str) -> None:
-        with self._lock:
-            timer = self._timers.pop(session_id, None)
-        if timer is not None:
-            timer.cancel()
+        self._timers.cancel(session_id)
 
     def _unattended(self, session_id: str) -> None:
         """Nobody came back within the grace period."""
         with self._lock:
-            self._timers.pop(session_id, None)
             shared = self._sessions.get(session_id)
         if shared is None or shared.attached:
             return
