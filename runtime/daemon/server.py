@@ -40,7 +40,6 @@ import http
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -60,6 +59,7 @@ from toolprep.runtime.daemon.serve_options import (
     DEFAULT_PING_TIMEOUT_S,
 )
 from toolprep.runtime.daemon.session_pool import SessionPool
+from toolprep.runtime.threads import prestarted_pool
 
 __all__ = [
     "ACP_PATH",
@@ -110,7 +110,8 @@ class AcpServer:
         self._max_buffered = max_buffered_bytes
         self._stop_budget = stop_budget_s
         self._live: dict[ServerConnection, WebSocketTransport] = {}
-        self._executor = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="toolprep-acp")
+        # All started now: the thread count is a constant of the configuration, not of the load.
+        self._executor = prestarted_pool(HANDLER_THREADS, "toolprep-acp")
         self._loop = asyncio.new_event_loop()
         self._loop.set_exception_handler(AcceptErrors())
         self._stopped = threading.Event()
