@@ -35,8 +35,8 @@ from typing import Any, Literal
 import orjson
 
 from benchmarks import sse_server
-from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import GenerateContentResponse
+from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.event_loops import new_stream_loop
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.anthropic_adapter import AnthropicStreamAdapter

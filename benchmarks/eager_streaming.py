@@ -317,9 +317,9 @@ def run_mode(
     """``turns`` prompts on one session; frame read times per call id, and each stop reason."""
     import anthropic
 
-    from toolprep.actors.stream_reader import ModelRoute
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+    from toolprep.runtime.config import ModelRoute
     from toolprep.runtime.host import Runtime
     from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
     from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT

@@ -293,7 +293,7 @@ def run_child(
     import gc
 
     from benchmarks._direct import DirectRuntime, InProcessProvider
-    from toolprep.actors.stream_reader import ModelRoute
+    from toolprep.runtime.config import ModelRoute
     from toolprep.runtime.host import Runtime
 
     with ExitStack() as stack:

@@ -13,8 +13,8 @@ import pytest
 
 from benchmarks._harness import bench_registry, loopback_server
 from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
-from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import TextPart
+from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import build_provider
 
