@@ -31,3 +31,15 @@ def test_messages_import_only_messages_and_the_standard_library() -> None:
     }
     assert not offenders
     assert (REPO / "messages" / "turns.py").is_file()  # the walk saw the real folder
+
+
+def test_the_store_imports_nothing_of_the_workers() -> None:
+    """The store and the workers share the message codec in ``messages``, not each other."""
+    offenders = {
+        f"{module.name}: {name}"
+        for module in (REPO / "runtime" / "store").glob("*.py")
+        for name in _imports(module)
+        if name.startswith("toolprep.runtime.workers")
+    }
+    assert not offenders
+    assert (REPO / "runtime" / "store" / "session_store.py").is_file()

@@ -29,14 +29,13 @@ from typing import Any
 
 import orjson
 
+from toolprep.messages.codec import dump_content, load_content
 from toolprep.messages.content import Content
 from toolprep.messages.frames import card_change, discarded
 from toolprep.runtime.session_host import SessionInfo, SessionServedElsewhere, UnknownSession
 from toolprep.runtime.session_title import title_of
 from toolprep.runtime.store.ownership import describe_owner, owner_alive, this_process
 from toolprep.runtime.store.schema import SchemaTooNew, migrate
-from toolprep.runtime.workers.codec import dump_parts, load_parts
-from toolprep.runtime.workers.wire import WireError
 
 __all__ = [
     "SessionInfo",
@@ -219,7 +218,7 @@ class SessionStore:
             db.executemany(
                 "INSERT INTO history (session_id, seq, entry) VALUES (?, ?, ?)",
                 [
-                    (session_id, seq, orjson.dumps({"role": c.role, "parts": dump_parts(c.parts)}))
+                    (session_id, seq, orjson.dumps(dump_content(c)))
                     for seq, c in enumerate(history[keep:], keep)
                 ],
             )
@@ -334,9 +333,9 @@ class SessionStore:
                 else []
             )
         try:
-            history = tuple(_load_entry(orjson.loads(entry)) for (entry,) in entries)
+            history = tuple(load_content(orjson.loads(entry)) for (entry,) in entries)
             updates = tuple(orjson.loads(frame) for (frame,) in rows)
-        except (ValueError, WireError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:  # CodecError is a ValueError
             raise StoreError(
                 f"session {session_id} in {self.path} is damaged and cannot be loaded: {exc}"
             ) from None
@@ -419,13 +418,6 @@ class SessionStore:
         if row is None:
             raise SessionNotStored(session_id)
         return SessionInfo(*row)
-
-
-def _load_entry(raw: Any) -> Content:
-    role = raw["role"]
-    if role not in ("user", "model"):
-        raise ValueError(f"unknown role {role!r}")
-    return Content(role, tuple(load_parts(raw["parts"])))
 
 
 def _encode_cursor(info: SessionInfo) -> str:

@@ -83,8 +83,8 @@ def test_a_worker_given_a_broken_command_stops_with_a_clear_error(tmp_path: Path
         assert process.stdin is not None and process.stdout is not None
         try:
             ready = FrameReader(process.stdout).read()
-            assert ready is not None and ready[0][0] == "ready"
-            FrameWriter(process.stdin.fileno()).write(["explode", 1, 2, 3])
+            assert ready is not None and ready[0]["type"] == "ready"
+            FrameWriter(process.stdin.fileno()).write({"type": "explode", "call": 1})
             _out, err = process.communicate(timeout=TURN_S)
         finally:
             if process.poll() is None:
@@ -94,7 +94,7 @@ def test_a_worker_given_a_broken_command_stops_with_a_clear_error(tmp_path: Path
                 if pipe is not None and not pipe.closed:
                     pipe.close()
         assert process.returncode == 1
-        assert b"not a worker command: ['explode', 1, 2, 3]" in err
+        assert b"not a worker command: {'type': 'explode', 'call': 1}" in err
 
 
 def test_the_worker_entry_point_explains_its_usage() -> None:
