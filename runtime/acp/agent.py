@@ -13,6 +13,7 @@ the client's replies go back to the host as answers quoting the request id.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import uuid
@@ -46,6 +47,7 @@ from toolprep.runtime.session_host import (
     EditorFailed,
     FileRead,
     FileWritten,
+    NoWorkerAvailable,
     ReadTextFile,
     RequestPermission,
     SessionArchive,
@@ -73,6 +75,9 @@ SESSION_LIMIT = -32001
 """A server error (the -32000 range JSON-RPC leaves to servers): no room for another session."""
 SESSION_IN_USE = -32003
 """A server error: another live toolprep process serves the session (``data.holder`` names it)."""
+NO_WORKER = -32004
+"""A server error: every worker process is down, waiting to restart (``data.retryAfter``
+says in how many seconds the first starts again)."""
 
 _STOP_POLL_S = 0.1
 
@@ -196,6 +201,10 @@ class ConnectionSink:
 
 def _in_use(exc: SessionServedElsewhere) -> RpcError:
     return RpcError(SESSION_IN_USE, str(exc), {"sessionId": exc.session_id, "holder": exc.holder})
+
+
+def _no_worker(exc: NoWorkerAvailable) -> RpcError:
+    return RpcError(NO_WORKER, str(exc), {"retryAfter": math.ceil(exc.retry_after)})
 
 
 def _editor_answer(method: str, done: Future[Any]) -> EditorAnswer:
@@ -352,6 +361,8 @@ class AcpAgent:
             )
         except SessionLimitReached as exc:
             raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
+        except NoWorkerAvailable as exc:
+            raise _no_worker(exc) from None
         except McpRefused as exc:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         with self._lock:
@@ -399,6 +410,8 @@ class AcpAgent:
             raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
         except SessionServedElsewhere as exc:
             raise _in_use(exc) from None
+        except NoWorkerAvailable as exc:
+            raise _no_worker(exc) from None
         except ValueError as exc:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         with self._lock:

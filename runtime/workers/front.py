@@ -29,7 +29,7 @@ import signal
 import threading
 import time
 import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -49,6 +49,7 @@ from toolprep.runtime.session_host import (
     EditorCapabilities,
     FrameSink,
     HostClosed,
+    NoWorkerAvailable,
     SessionConfig,
     SessionHostError,
     SessionInfo,
@@ -57,6 +58,7 @@ from toolprep.runtime.session_host import (
     UnknownSession,
 )
 from toolprep.runtime.tools.process_groups import signal_group
+from toolprep.runtime.workers.backoff import RestartBackoff, SlotHealth
 from toolprep.runtime.workers.process import WorkerProcess, WorkerSpec
 from toolprep.runtime.workers.protocol import (
     AnswerEditor,
@@ -110,6 +112,9 @@ _CLOSES_REMEMBERED = 4096
 
 class WorkerCrashed(SessionHostError):
     """The worker process serving a session is gone (and may be being replaced)."""
+
+
+DEFAULT_BACKOFF = RestartBackoff()
 
 
 CallKind = Literal["open", "prompt", "answer"]
@@ -169,6 +174,7 @@ class _Worker:
         self.calls: dict[int, _Call] = {}
         self.tool_groups: set[int] = set()
         self.thread: threading.Thread | None = None
+        self.ready_at = 0.0
 
     @property
     def pid(self) -> int:
@@ -176,6 +182,7 @@ class _Worker:
 
     def await_ready(self) -> None:
         self.transport.await_ready()
+        self.ready_at = time.monotonic()
         self.alive = True
 
     def stop_now(self) -> None:
@@ -188,9 +195,10 @@ class _Worker:
 class WorkerHost:
     """Sessions spread over ``workers`` processes built from ``spec``; see the module doc.
 
-    Restarts of one worker slot are budgeted like role restarts: more than
-    ``max_restarts`` within ``within_seconds`` and the slot stays down, its
-    sessions' prompts fail with an error, and new sessions go elsewhere.
+    A worker that ends is replaced in its slot, at once after a first crash and
+    after a growing wait (``backoff``) when it keeps dying; meanwhile its sessions'
+    prompts fail naming the wait, and new sessions go to other slots, or fail with
+    ``NoWorkerAvailable`` when every slot waits.
     """
 
     def __init__(
@@ -198,8 +206,7 @@ class WorkerHost:
         spec: WorkerSpec,
         workers: int,
         *,
-        max_restarts: int = 5,
-        within_seconds: float = 60.0,
+        backoff: RestartBackoff = DEFAULT_BACKOFF,
         store: SessionStore | None = None,
         transport: TransportFactory | None = None,
         placements: PlacementLog | None = None,
@@ -220,9 +227,9 @@ class WorkerHost:
         self._closed_on: OrderedDict[str, _Worker] = OrderedDict()
         self._call_ids = itertools.count(1)
         self._closed = False
-        self._max_restarts = max_restarts
-        self._within = within_seconds
-        self._crashes: dict[int, deque[float]] = {}
+        self._backoff = backoff
+        self._health = {slot: SlotHealth() for slot in range(workers)}
+        self._stopping = threading.Event()  # wakes slots waiting out their back-off
         self._replacing: set[int] = set()
         self.restarts = 0
         self._placements = placements
@@ -274,7 +281,12 @@ class WorkerHost:
                 raise ValueError(f"a session with this id is already open: {session_id}")
             live = [w for w in self._workers if w.alive]
             if not live:
-                raise WorkerCrashed("no worker process is running")
+                now = time.monotonic()
+                health = self._health.items()
+                raise NoWorkerAvailable(
+                    "; ".join(h.describe(slot, now) for slot, h in health),
+                    min(h.retry_after(now) for _slot, h in health),
+                )
             last = self._closed_on.pop(session_id, None)
             worker = last if last in live else min(live, key=lambda w: len(w.sessions))
             session = _Session(session_id, sink, cwd, editor, worker, mcp_servers=mcp_servers)
@@ -348,7 +360,7 @@ class WorkerHost:
             parts = tuple(parts)
             if not worker.alive:
                 if worker.slot not in self._replacing:
-                    return _resolved(TurnResult(None, error=_down(worker)))
+                    return _resolved(TurnResult(None, error=self._down(worker)))
                 later: Future[TurnResult] = Future()
                 session.deferred.append(_Deferred(parts, user_message, later))
                 return later
@@ -422,6 +434,7 @@ class WorkerHost:
                 return
             self._closed = True
             workers = list(self._workers)
+        self._stopping.set()
         deadline = time.monotonic() + timeout
         for worker in workers:
             self._send(worker, Shutdown(timeout))
@@ -461,10 +474,17 @@ class WorkerHost:
             raise UnknownSession(session_id)
         return session
 
+    def _down(self, worker: _Worker) -> str:
+        """Why ``worker`` takes no calls; called with the lock held."""
+        health = self._health[worker.slot]
+        if health.crashes:
+            return f"no worker available: {health.describe(worker.slot, time.monotonic())}"
+        return f"the worker process serving this session (slot {worker.slot}) is not running"
+
     def _register(self, worker: _Worker, kind: CallKind, session: _Session) -> tuple[int, _Call]:
         """Note a call awaiting ``worker``'s answer; called with the lock held."""
         if not worker.alive:
-            raise WorkerCrashed(_down(worker))
+            raise WorkerCrashed(self._down(worker))
         call_id = next(self._call_ids)
         call = _Call(kind, session)
         worker.calls[call_id] = call
@@ -664,7 +684,7 @@ class WorkerHost:
                     call.future.set_exception(WorkerCrashed(lost))
         worker.transport.close()
         if not closing:
-            self._replace(worker, [s for s in sessions if not s.closed])
+            self._replace(worker, how, [s for s in sessions if not s.closed])
 
     def _discard_open_cards(self, session: _Session) -> None:
         cards, session.open_cards = session.open_cards, {}
@@ -674,9 +694,9 @@ class WorkerHost:
             except Exception:
                 logger.exception("the sink of %s failed on a discard", session.session_id)
 
-    def _replace(self, dead: _Worker, sessions: list[_Session]) -> None:
-        """Start a successor in ``dead``'s slot and move its sessions over, within budget."""
-        successor = self._successor(dead)
+    def _replace(self, dead: _Worker, how: str, sessions: list[_Session]) -> None:
+        """Start a successor in ``dead``'s slot and move its sessions over."""
+        successor = self._successor(dead, how, sessions)
         if successor is not None:
             for session in sessions:
                 self._move(session, successor)
@@ -684,8 +704,8 @@ class WorkerHost:
             self._replacing.discard(dead.slot)
             stranded = [s for s in sessions if s.worker is dead]
             waiting = [d.result for s in stranded for d in self._take_deferred(s)]
-        for later in waiting:  # the slot stays down: whoever waits learns it now
-            later.set_result(TurnResult(None, error=_down(dead)))
+        for later in waiting:  # the host shut down meanwhile
+            later.set_result(TurnResult(None, error="the worker host is shutting down"))
         if successor is not None:
             logger.warning(
                 "worker %d replaced (pid %d); %d sessions moved over",
@@ -694,34 +714,53 @@ class WorkerHost:
                 len(sessions) - len(stranded),
             )
 
-    def _successor(self, dead: _Worker) -> _Worker | None:
-        now = time.monotonic()
-        window = self._crashes.setdefault(dead.slot, deque())
-        window.append(now)
-        while window and now - window[0] > self._within:
-            window.popleft()
-        if len(window) > self._max_restarts:
-            logger.critical(
-                "worker %d crashed %d times in %.0fs; not restarting it",
-                dead.slot,
-                len(window),
-                self._within,
-            )
+    def _successor(self, dead: _Worker, how: str, sessions: list[_Session]) -> _Worker | None:
+        """A started worker in ``dead``'s slot, once the back-off its crashes in a row
+        earned has passed (``backoff``); None once the host shuts down.
+
+        While the slot waits, prompts to its sessions fail at once, naming the wait,
+        rather than hang until it ends.
+        """
+        slot = dead.slot
+        up_for = time.monotonic() - dead.ready_at
+        while True:
+            now = time.monotonic()
+            waiting: list[Future[TurnResult]] = []
+            with self._lock:
+                health = self._health[slot]
+                delay = health.crashed(now, up_for, how, self._backoff)
+                if delay > 0:
+                    health.restart_at = now + delay
+                    self._replacing.discard(slot)
+                    why = health.describe(slot, now)
+                    stranded = [s for s in sessions if s.worker is dead]
+                    waiting = [d.result for s in stranded for d in self._take_deferred(s)]
+            if delay > 0:
+                logger.error("%s", why)
+                for later in waiting:
+                    later.set_result(TurnResult(None, error=f"no worker available: {why}"))
+                if self._stopping.wait(delay):
+                    return None
+                with self._lock:
+                    health.restart_at = None
+                    if self._closed:
+                        return None
+                    self._replacing.add(slot)
+            try:
+                successor = _Worker(self._start(slot))
+                successor.await_ready()
+            except Exception as exc:
+                logger.exception("worker %d could not be restarted", slot)
+                how, up_for = str(exc).removeprefix(f"worker {slot} "), 0.0
+                continue
+            with self._lock:
+                if not self._closed:
+                    self._workers[slot] = successor
+                    self.restarts += 1
+                    self._start_reading(successor)
+                    return successor
+            successor.stop_now()
             return None
-        try:
-            successor = _Worker(self._start(dead.slot))
-            successor.await_ready()
-        except Exception:
-            logger.exception("worker %d could not be restarted", dead.slot)
-            return None
-        with self._lock:
-            if not self._closed:
-                self._workers[dead.slot] = successor
-                self.restarts += 1
-                self._start_reading(successor)
-                return successor
-        successor.stop_now()
-        return None
 
     def _move(self, session: _Session, successor: _Worker) -> None:
         """Reopen ``session`` on ``successor``, then send the prompts it received meanwhile."""
@@ -769,10 +808,6 @@ def _resolved(result: TurnResult) -> Future[TurnResult]:
     future: Future[TurnResult] = Future()
     future.set_result(result)
     return future
-
-
-def _down(worker: _Worker) -> str:
-    return f"the worker process serving this session (slot {worker.slot}) is not running"
 
 
 def _config(answer: Answer) -> SessionConfig:
