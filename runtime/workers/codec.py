@@ -1,6 +1,7 @@
 """The session-host values that cross the worker pipes, as JSON-able values: the
-requests a session sends its caller, the caller's answers, a session's settings, and
-the MCP servers a session is opened with (in their ACP shape). Messages themselves
+requests a session sends its caller, the caller's answers, a session's settings, the
+MCP servers a session is opened with (in their ACP shape), and the options a worker
+builds its runtime from (on its command line). Messages themselves
 (parts, prompts, turn results) are ``toolprep.messages.codec``'s.
 
 Each ``dump_*`` has a ``load_*`` that rebuilds the same frozen value, or raises
@@ -9,12 +10,16 @@ Each ``dump_*`` has a ``load_*`` that rebuilds the same frozen value, or raises
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from types import NoneType
 from typing import Any, assert_never
 
 from toolprep.messages.codec import CodecError
 from toolprep.messages.modes import check_mode
+from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers, to_acp
+from toolprep.runtime.options import RuntimeOptions
 from toolprep.runtime.session_host import (
     ClientRequest,
     EditorAnswer,
@@ -31,10 +36,12 @@ __all__ = [
     "dump_answer",
     "dump_config",
     "dump_mcp_servers",
+    "dump_options",
     "dump_request",
     "load_answer",
     "load_config",
     "load_mcp_servers",
+    "load_options",
     "load_request",
 ]
 
@@ -119,3 +126,56 @@ def _optional_int(value: Any) -> int | None:
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     raise CodecError(f"expected a whole number or null, not {value!r}")
+
+
+_OPTION_KINDS: dict[str, tuple[type, ...]] = {
+    "provider": (str, NoneType),
+    "model": (str, NoneType),
+    "fallback_model": (list,),
+    "base_url": (str, NoneType),
+    "max_retries": (int,),
+    "max_retry_wait": (int, float),
+    "max_sse_event_bytes": (int,),
+    "context_window": (int, NoneType),
+    "compact_at": (int, float),
+    "replay": (str, NoneType),
+    "allow_shell": (bool,),
+    "mode": (str, NoneType),
+    "scrub_env": (list,),
+    "pass_env": (list,),
+    "mcp_call_timeout": (int, float, NoneType),
+    "max_mcp_tools": (int, NoneType),
+    "log_level": (str,),
+    "data_dir": (str, NoneType),
+    "event_loop": (str,),
+    "store_owner": (str, NoneType),
+    "mcp_policy": (dict,),
+}
+"""The JSON kind of each ``RuntimeOptions`` field."""
+
+_NAME_LISTS = ("fallback_model", "scrub_env", "pass_env")
+
+
+def dump_options(options: RuntimeOptions) -> dict[str, Any]:
+    dumped = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+    for name in _NAME_LISTS:
+        dumped[name] = list(dumped[name])
+    dumped["mcp_policy"] = options.mcp_policy.to_options()
+    return dumped
+
+
+def load_options(raw: Any) -> RuntimeOptions:
+    if not isinstance(raw, dict) or raw.keys() != _OPTION_KINDS.keys():
+        raise CodecError(f"not runtime options: {raw!r}")
+    for name, kinds in _OPTION_KINDS.items():
+        value = raw[name]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise CodecError(f"runtime option {name} cannot be {value!r}")
+    lists = {name: tuple(raw[name]) for name in _NAME_LISTS}
+    if not all(isinstance(item, str) for names in lists.values() for item in names):
+        raise CodecError(f"runtime options name variables and models as text: {lists!r}")
+    try:
+        policy = McpPolicy.from_options(raw["mcp_policy"])
+    except ValueError as exc:
+        raise CodecError(str(exc)) from None
+    return RuntimeOptions(**{**raw, **lists, "mcp_policy": policy})

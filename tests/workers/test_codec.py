@@ -144,3 +144,37 @@ def test_mcp_servers_round_trip_in_their_acp_shape() -> None:
 def test_malformed_mcp_servers_are_a_codec_error() -> None:
     with pytest.raises(CodecError, match=r"mcp_servers\[0\]\.command"):
         codec.load_mcp_servers([{"name": "echo", "args": [], "env": []}])
+
+
+def test_runtime_options_round_trip_as_a_worker_receives_them() -> None:
+    import argparse
+
+    from toolprep.runtime.cli import build_parser
+    from toolprep.runtime.mcp.policy import McpPolicy
+    from toolprep.runtime.options import RuntimeOptions
+
+    line = "acp --provider replay --fallback-model m2 --scrub-env A --pass-env B_TOKEN"
+    args = build_parser().parse_args([*line.split(), "--mode", "plan", "--data-dir", "/d"])
+    assert isinstance(args, argparse.Namespace)
+    policy = McpPolicy(any_command=False, commands=frozenset({"npx"}), any_address=True)
+    options = RuntimeOptions.from_arguments(args).with_front("pid 1 on h", policy)
+    assert options.fallback_model == ("m2",) and options.pass_env == ("B_TOKEN",)
+    assert codec.load_options(_through_json(codec.dump_options(options))) == options
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"max_retries": "3"}, "max_retries cannot be '3'"),
+        ({"max_retries": True}, "max_retries cannot be True"),
+        ({"scrub_env": ["A", 3]}, "as text"),
+        ({"mcp_policy": {"any_command": "yes"}}, "not an MCP policy"),
+        ({"surprise": 1}, "not runtime options"),
+    ],
+)
+def test_malformed_runtime_options_are_refused_by_name(change: dict[str, Any], error: str) -> None:
+    from toolprep.runtime.options import RuntimeOptions
+
+    raw = {**codec.dump_options(RuntimeOptions()), **change}
+    with pytest.raises(CodecError, match=error):
+        codec.load_options(raw)
