@@ -17,9 +17,11 @@ actors, the providers or their SDKs until a name that needs them is asked for.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
+    from typing import Any
+
     from toolprep.messages.content import (
         FunctionCall,
         FunctionCallPart,
