@@ -437,7 +437,8 @@ class WorkerHost:
         self._stopping.set()
         deadline = time.monotonic() + timeout
         for worker in workers:
-            self._send(worker, Shutdown(timeout))
+            if worker.alive:  # a slot waiting out its back-off has no worker to tell
+                self._send(worker, Shutdown(timeout))
         for worker in workers:
             if worker.thread is not None:
                 worker.thread.join(max(0.0, deadline - time.monotonic()))

@@ -79,6 +79,7 @@ class WorkerProcess:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.writer = FrameWriter(self.process.stdin.fileno())
         self.reader = FrameReader(self.process.stdout)
+        self._closed = False
 
     @property
     def pid(self) -> int:
@@ -108,6 +109,8 @@ class WorkerProcess:
                 raise SessionHostError(f"worker {self.slot} did not start (exit status {code})")
 
     def send(self, command: Command) -> None:
+        if self._closed:  # its pipe's descriptor number may belong to another file by now
+            raise OSError(f"worker {self.slot} has ended")
         self.writer.write(*encode_command(command))
 
     def read(self) -> Event | None:
@@ -140,6 +143,7 @@ class WorkerProcess:
         return f"exited with status {code}"
 
     def close(self) -> None:
+        self._closed = True
         for pipe in (self.process.stdin, self.process.stdout):
             if pipe is not None:
                 try:
