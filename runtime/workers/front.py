@@ -750,6 +750,10 @@ class WorkerHost:
             try:
                 successor = _Worker(self._start(slot))
                 successor.await_ready()
+            except SessionHostError as exc:  # it said why: no traceback of ours helps
+                logger.error("worker %d could not be restarted: %s", slot, exc)
+                how, up_for = str(exc).removeprefix(f"worker {slot} "), 0.0
+                continue
             except Exception as exc:
                 logger.exception("worker %d could not be restarted", slot)
                 how, up_for = str(exc).removeprefix(f"worker {slot} "), 0.0

@@ -106,7 +106,8 @@ class WorkerProcess:
             case _:
                 code = self.process.wait()
                 self.close()
-                raise SessionHostError(f"worker {self.slot} did not start (exit status {code})")
+                how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+                raise SessionHostError(f"worker {self.slot} did not start ({how})")
 
     def send(self, command: Command) -> None:
         if self._closed:  # its pipe's descriptor number may belong to another file by now

@@ -97,7 +97,7 @@ def test_workers_that_keep_dying_are_restarted_after_a_wait_that_new_sessions_ar
             break
     message = error["message"]
     assert message.startswith("no worker available: worker 0 "), message
-    slot = r"worker [01] (was killed by signal 9|did not start \(exit status -9\)) "
+    slot = r"worker [01] (was killed by signal 9|did not start \(killed by signal 9\)) "
     state = r"\((once|\d+ times) in \d+ s\); (next restart in \d+ s|restarting now)"
     said = message.removeprefix("no worker available: ").split("; worker ")
     assert len(said) == 2, message
