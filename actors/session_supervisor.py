@@ -29,7 +29,6 @@ from typing import Literal, assert_never
 
 from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
-from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import (
     Content,
     FinishReason,
@@ -85,6 +84,7 @@ from toolprep.runtime.compaction import (
     summary_message,
     summary_prompt,
 )
+from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.providers.base import ModelRequest, StreamError, ToolDeclaration
 from toolprep.runtime.retry import RetryPolicy
 from toolprep.runtime.scheduler import Scheduler

@@ -31,26 +31,12 @@ from toolprep.messages.turns import (
     SummariseHistory,
     SummaryFailed,
 )
+from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.event_loops import EventLoopChoice, new_stream_loop
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
-from toolprep.runtime.providers.context_windows import context_window
 from toolprep.runtime.threads import prestarted_pool
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ModelRoute:
-    """One step of the model fallback chain: which provider, which model, and how many
-    tokens its context holds (None: looked up by name, ``context_windows``)."""
-
-    provider: Provider
-    model: str
-    context_window: int | None = None
-
-    @property
-    def window(self) -> int:
-        return self.context_window or context_window(self.model)
 
 
 @dataclass(slots=True)

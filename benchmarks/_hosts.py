@@ -23,7 +23,7 @@ HOSTS = ("local", "workers", "ray")
 def bench_runtime(config: dict[str, Any]) -> Any:
     """A worker's or shard's runtime (``WorkerSpec`` factory): the ``local`` run's runtime."""
     from benchmarks._transports import bench_config, build_bench_provider
-    from toolprep.actors.stream_reader import ModelRoute
+    from toolprep.runtime.config import ModelRoute
     from toolprep.runtime.host import Runtime
 
     transport = config["transport"]

@@ -266,7 +266,13 @@ def _start_agent(stack: ExitStack, spec: ChildSpec) -> _Started:
         label = host_label(spec.host, spec.shards)
         return _Started(HostedAgent(hosted, label, spec.gc_mode, spec.gc_threshold))
     from benchmarks._transports import bench_config, build_bench_provider
-    from toolprep.actors.stream_reader import ModelRoute
+
+    try:
+        from toolprep.runtime.config import ModelRoute
+    except ImportError:  # a baseline install from before ModelRoute left the stream reader
+        from toolprep.actors.stream_reader import (  # type: ignore[attr-defined]
+            ModelRoute,
+        )
     from toolprep.runtime.host import Runtime
 
     provider = build_bench_provider(

@@ -277,9 +277,9 @@ def run(
     tool_timeout: float | None = None,
     malloc_trim: bool = False,
 ) -> dict[str, Any]:
-    from toolprep.actors.stream_reader import ModelRoute
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+    from toolprep.runtime.config import ModelRoute
     from toolprep.runtime.host import Runtime, RuntimeConfig
     from toolprep.runtime.providers.factory import build_provider
 

@@ -1,8 +1,8 @@
 """The agent's runtime, built from its command-line options.
 
 ``toolprep acp`` builds it in its own process with ``--workers 1``, and each
-worker process builds the very same one from the same options (passed as
-JSON), so a session behaves alike whichever process serves it.
+worker process builds the very same one from the same ``RuntimeOptions``
+(passed as JSON), so a session behaves alike whichever process serves it.
 
 Importing this module is cheap: the CLI checks its options with it before
 anything heavy is loaded, so a bad option is refused at once. What a runtime
@@ -14,12 +14,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolprep.messages.modes import DEFAULT_MODE, SessionMode, check_mode
-from toolprep.runtime.compaction import DEFAULT_COMPACT_AT, check_compact_at
+from toolprep.runtime.compaction import check_compact_at
 from toolprep.runtime.config import (
     ProviderSettings,
     passed_variable_names,
@@ -27,40 +26,11 @@ from toolprep.runtime.config import (
     scrubbed_variable_names,
 )
 from toolprep.runtime.event_loops import check_event_loop
-from toolprep.runtime.mcp.policy import McpPolicy
+from toolprep.runtime.options import RuntimeOptions
 
 if TYPE_CHECKING:
     from toolprep.runtime.host import Runtime
     from toolprep.runtime.tools.environment import EnvironmentPolicy
-
-RUNTIME_OPTIONS = (
-    "provider",
-    "model",
-    "fallback_model",
-    "base_url",
-    "max_retries",
-    "max_retry_wait",
-    "max_sse_event_bytes",
-    "context_window",
-    "compact_at",
-    "replay",
-    "allow_shell",
-    "mode",
-    "scrub_env",
-    "pass_env",
-    "mcp_call_timeout",
-    "max_mcp_tools",
-    "log_level",
-    "data_dir",
-    "synchronous",
-    "event_loop",
-)
-"""The ``toolprep acp`` options that shape a runtime (and so travel to workers).
-
-Beside them, ``mcp_policy`` (``McpPolicy.to_options()``) says which MCP servers
-clients may name; the command line sets it per command, and a runtime built
-without it allows clients none.
-"""
 
 STORE_FILE = "sessions.db"
 
@@ -73,20 +43,19 @@ def configure_logging(level: str) -> None:
     )
 
 
-def check_options(options: Mapping[str, Any]) -> None:
+def check_options(options: RuntimeOptions) -> None:
     """Raise ``ValueError`` / ``OSError`` now for options no runtime could be built from."""
     settings = _settings(options)
     environment_policy(options, settings)
-    check_compact_at(options.get("compact_at", DEFAULT_COMPACT_AT))
+    check_compact_at(options.compact_at)
     starting_mode(options)
-    check_event_loop(options.get("event_loop", "auto"))
-    timeout = options.get("mcp_call_timeout")
+    check_event_loop(options.event_loop)
+    timeout = options.mcp_call_timeout
     if timeout is not None and not timeout > 0:
         raise ValueError(f"--mcp-call-timeout must be > 0, got {timeout}")
-    max_tools = options.get("max_mcp_tools")
+    max_tools = options.max_mcp_tools
     if max_tools is not None and max_tools < 1:
         raise ValueError(f"--max-mcp-tools must be >= 1, got {max_tools}")
-    McpPolicy.from_options(options.get("mcp_policy"))
     if settings.provider == "replay":
         from toolprep.runtime.providers.replay_script import ReplayScript
 
@@ -97,11 +66,11 @@ def check_options(options: Mapping[str, Any]) -> None:
         check_provider_key(settings.provider, api_key=settings.api_key, base_url=settings.base_url)
 
 
-def starting_mode(options: Mapping[str, Any]) -> SessionMode:
+def starting_mode(options: RuntimeOptions) -> SessionMode:
     """The mode new sessions start in: ``--mode``, else ``auto`` under ``--allow-shell``,
     else ``ask``. ``--allow-shell`` with another ``--mode`` is a ``ValueError``."""
-    chosen = options.get("mode")
-    if options.get("allow_shell"):
+    chosen = options.mode
+    if options.allow_shell:
         if chosen not in (None, "auto"):
             raise ValueError(
                 f"--allow-shell starts sessions in auto mode; it contradicts --mode {chosen}"
@@ -116,14 +85,14 @@ def default_data_dir() -> Path:
     return Path(base) / "toolprep"
 
 
-def store_path(options: Mapping[str, Any]) -> Path | None:
+def store_path(options: RuntimeOptions) -> Path | None:
     """Where sessions are kept (``--data-dir``), or None to keep them in memory only."""
-    data_dir = options.get("data_dir")
+    data_dir = options.data_dir
     return Path(data_dir).expanduser().resolve() / STORE_FILE if data_dir else None
 
 
-def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
-    """A worker's runtime factory (``WorkerSpec.factory``) as well as the CLI's.
+def runtime_from_options(options: RuntimeOptions) -> Runtime:
+    """The CLI's runtime, and (through ``worker_runtime_from_options``) a worker's.
 
     With ``data_dir`` the runtime journals its sessions into the store there;
     several processes (the workers) share that file, each writing the
@@ -138,12 +107,11 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOLS, McpConfig
     from toolprep.runtime.retry import RetryPolicy
     from toolprep.runtime.store import SessionStore
-    from toolprep.runtime.store.session_store import DEFAULT_SYNCHRONOUS
     from toolprep.runtime.tools.config import ToolConfig
     from toolprep.runtime.tools.registry import default_registry
     from toolprep.runtime.tools.shell import RunShellCommandTool
 
-    configure_logging(options["log_level"])
+    configure_logging(options.log_level)
     settings = _settings(options)
     routes = build_routes(settings)
     # Shell permission follows each session's mode (--allow-shell starts them in auto).
@@ -154,33 +122,30 @@ def runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     retry = RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
     path = store_path(options)
     store = (
-        SessionStore(
-            path,
-            owner=options.get("store_owner"),
-            synchronous=options.get("synchronous") or DEFAULT_SYNCHRONOUS,
-        )
+        SessionStore(path, owner=options.store_owner, synchronous=options.synchronous)
         if path is not None
         else None
     )
     # MCP servers inherit what shell commands inherit: no secrets.
     mcp = McpConfig(
-        call_timeout_s=options.get("mcp_call_timeout") or DEFAULT_CALL_TIMEOUT_S,
-        max_tools=options.get("max_mcp_tools") or DEFAULT_MAX_TOOLS,
+        call_timeout_s=options.mcp_call_timeout or DEFAULT_CALL_TIMEOUT_S,
+        max_tools=options.max_mcp_tools or DEFAULT_MAX_TOOLS,
         environment=environment,
-        policy=McpPolicy.from_options(options.get("mcp_policy")),
+        policy=options.mcp_policy,
     )
-    compact_at = check_compact_at(options.get("compact_at", DEFAULT_COMPACT_AT))
+    compact_at = check_compact_at(options.compact_at)
     config = RuntimeConfig(
         retry=retry,
-        event_loop=check_event_loop(options.get("event_loop", "auto")),
+        event_loop=check_event_loop(options.event_loop),
         compaction=CompactionPolicy(at=compact_at),
         default_mode=starting_mode(options),
     )
     return Runtime(routes, registry, config, store=store, mcp=mcp)
 
 
-def worker_runtime_from_options(options: Mapping[str, Any]) -> Runtime:
-    """``runtime_from_options`` for a worker process: ready once its provider is built.
+def worker_runtime_from_options(raw: Any) -> Runtime:
+    """A worker's runtime factory (``WorkerSpec.factory``): ``runtime_from_options`` for
+    the options in ``raw`` (``dump_options``' JSON), ready once its provider is built.
 
     The front waits for every worker to be ready before it serves anyway, so the
     import costs no reply; and sessions spread over workers then all start
@@ -188,35 +153,36 @@ def worker_runtime_from_options(options: Mapping[str, Any]) -> Runtime:
     while another worker's sessions are already at their second request.
     """
     from toolprep.runtime.providers.deferred import DeferredProvider
+    from toolprep.runtime.workers.codec import load_options
 
-    runtime = runtime_from_options(options)
+    runtime = runtime_from_options(load_options(raw))
     for route in runtime.routes:
         if isinstance(route.provider, DeferredProvider):
             route.provider.resolve()  # the SDK client is built before any stream loop runs
     return runtime
 
 
-def environment_policy(options: Mapping[str, Any], settings: ProviderSettings) -> EnvironmentPolicy:
+def environment_policy(options: RuntimeOptions, settings: ProviderSettings) -> EnvironmentPolicy:
     """What tools and MCP servers inherit of this process's environment (``--scrub-env``,
     ``--pass-env``); raises ``ValueError`` for a variable that may not be passed."""
     from toolprep.runtime.tools.environment import EnvironmentPolicy
 
     return EnvironmentPolicy.for_agent(
         configured_key=settings.api_key,
-        names=scrubbed_variable_names(options["scrub_env"]),
-        passed=passed_variable_names(options.get("pass_env") or ()),
+        names=scrubbed_variable_names(options.scrub_env),
+        passed=passed_variable_names(options.pass_env),
     )
 
 
-def _settings(options: Mapping[str, Any]) -> ProviderSettings:
+def _settings(options: RuntimeOptions) -> ProviderSettings:
     return resolve_settings(
-        provider=options["provider"],
-        model=options["model"],
-        fallback_models=options["fallback_model"],
-        base_url=options["base_url"],
-        max_retries=options["max_retries"],
-        replay_file=options["replay"],
-        max_sse_event_bytes=options["max_sse_event_bytes"],
-        max_retry_wait=options["max_retry_wait"],
-        context_window=options.get("context_window"),
+        provider=options.provider,
+        model=options.model,
+        fallback_models=options.fallback_model,
+        base_url=options.base_url,
+        max_retries=options.max_retries,
+        replay_file=options.replay,
+        max_sse_event_bytes=options.max_sse_event_bytes,
+        max_retry_wait=options.max_retry_wait,
+        context_window=options.context_window,
     )

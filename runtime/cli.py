@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from toolprep.messages.modes import MODES
-from toolprep.runtime.assembly import RUNTIME_OPTIONS, check_options, configure_logging
+from toolprep.runtime.assembly import check_options, configure_logging
 from toolprep.runtime.compaction import DEFAULT_COMPACT_AT
 from toolprep.runtime.config import DEFAULT_MODELS
 from toolprep.runtime.daemon.serve_options import (
@@ -31,6 +31,7 @@ from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
 from toolprep.runtime.event_loops import EVENT_LOOPS
 from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOLS
 from toolprep.runtime.mcp.policy import McpPolicy
+from toolprep.runtime.options import RuntimeOptions
 from toolprep.runtime.process_tuning import tune_process_for_daemon
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
@@ -487,7 +488,7 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ValueError("--shards goes with --ray ADDRESS; on one machine use --workers N")
     if ray is not None and args.workers is not None:
         raise ValueError("--workers does not go with --ray: --shards N says how many runtimes run")
-    check_options({name: getattr(args, name) for name in RUNTIME_OPTIONS})
+    check_options(RuntimeOptions.from_arguments(args))
 
 
 class ServeStart(NamedTuple):
@@ -550,7 +551,6 @@ def _build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPoli
     for options it cannot be built from.
     """
     from toolprep.runtime.assembly import (
-        RUNTIME_OPTIONS,
         check_options,
         default_data_dir,
         runtime_from_options,
@@ -559,12 +559,12 @@ def _build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPoli
     from toolprep.runtime.store import SessionStore
     from toolprep.runtime.store.ownership import this_process
     from toolprep.runtime.workers import WorkerHost, WorkerSpec, default_worker_count
+    from toolprep.runtime.workers.codec import dump_options
 
     if not args.no_persist and args.data_dir is None:
         args.data_dir = str(default_data_dir())
-    options: dict[str, object] = {name: getattr(args, name) for name in RUNTIME_OPTIONS}
-    options["store_owner"] = this_process()  # the workers own sessions in this process's name
-    options["mcp_policy"] = mcp_policy.to_options()
+    # The workers own sessions in this process's name.
+    options = RuntimeOptions.from_arguments(args).with_front(this_process(), mcp_policy)
     workers = default_worker_count() if args.workers is None else args.workers
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
@@ -583,7 +583,9 @@ def _build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPoli
         front_store.close_open_cards()  # as above
     if getattr(args, "ray", None) is not None:
         return _ray_hosted(args, options, front_store, stop)
-    spec = WorkerSpec("toolprep.runtime.assembly:worker_runtime_from_options", options)
+    spec = WorkerSpec(
+        "toolprep.runtime.assembly:worker_runtime_from_options", dump_options(options)
+    )
     worker_host = WorkerHost(spec, workers, store=front_store)
     stop.on_force = worker_host.kill_tool_processes_now
     return _Hosted(worker_host, worker_host if front_store is not None else None, front_store)
@@ -591,7 +593,7 @@ def _build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPoli
 
 def _ray_hosted(
     args: argparse.Namespace,
-    options: dict[str, object],
+    options: RuntimeOptions,
     store: SessionStore | None,
     stop: StopSignals,
 ) -> _Hosted:

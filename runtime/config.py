@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from toolprep.runtime.providers.context_windows import context_window
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.tools.environment import (
@@ -26,8 +27,20 @@ from toolprep.runtime.tools.environment import (
 )
 
 if TYPE_CHECKING:
-    from toolprep.actors.stream_reader import ModelRoute
     from toolprep.runtime.providers.base import Provider
+
+__all__ = [
+    "DEFAULT_MODELS",
+    "KEY_VARIABLES",
+    "ModelRoute",
+    "ProviderName",
+    "ProviderSettings",
+    "build_routes",
+    "default_provider",
+    "passed_variable_names",
+    "resolve_settings",
+    "scrubbed_variable_names",
+]
 
 ProviderName = Literal["anthropic", "openai", "replay"]
 
@@ -42,6 +55,23 @@ DEFAULT_MODELS: dict[str, str] = {
     "openai": "gpt-4o",
     "replay": "replay",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRoute:
+    """One step of the model fallback chain: which provider, which model, and how many
+    tokens its context holds (None: looked up by name, ``context_windows``).
+
+    A plain value, kept out of the actors so that an embedder builds routes without
+    importing any of them."""
+
+    provider: Provider
+    model: str
+    context_window: int | None = None
+
+    @property
+    def window(self) -> int:
+        return self.context_window or context_window(self.model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +181,6 @@ def build_routes(settings: ProviderSettings) -> list[ModelRoute]:
     first model request waits for it. Settings it could not be built from are
     refused here all the same.
     """
-    from toolprep.actors.stream_reader import ModelRoute
-
     provider: Provider
     if settings.provider == "replay":
         from toolprep.runtime.providers.replay import ReplayProvider

@@ -38,7 +38,7 @@ from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER,
 from toolprep.actors.directory import RoleDirectory
 from toolprep.actors.preparation_tracker import PreparationTracker, TrackerState
 from toolprep.actors.session_supervisor import SessionSupervisor, SupervisorState, TurnConfig
-from toolprep.actors.stream_reader import ModelRoute, ReaderState, StreamReader
+from toolprep.actors.stream_reader import ReaderState, StreamReader
 from toolprep.actors.tool_executor import ExecutorState, ToolExecutor
 from toolprep.messages.content import Content, Part
 from toolprep.messages.frames import agent_message_chunk, config_option_update
@@ -56,6 +56,7 @@ from toolprep.messages.turns import (
     WriteFrames,
 )
 from toolprep.runtime.compaction import CompactionPolicy
+from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.event_loops import EventLoopChoice, check_event_loop
 from toolprep.runtime.local_host import ClientRequests
 from toolprep.runtime.mcp import McpConfig, McpServerSpec

@@ -107,6 +107,15 @@ class StoreReadOnly(SessionHostError):
         self.cause = cause
 
 
+class NoWorkerAvailable(SessionHostError):
+    """Every process that could serve a new session is down and waiting to restart;
+    ``retry_after`` says in how many seconds the first of them starts again."""
+
+    def __init__(self, why: str, retry_after: float) -> None:
+        super().__init__(f"no worker available: {why}")
+        self.retry_after = retry_after
+
+
 class HostClosed(SessionHostError, RuntimeError):
     """The host was shut down and opens no more sessions."""
 
@@ -367,6 +376,7 @@ __all__ = [
     "FileWritten",
     "FrameSink",
     "HostClosed",
+    "NoWorkerAvailable",
     "ReadTextFile",
     "RequestPermission",
     "SessionArchive",

@@ -64,14 +64,7 @@ RULES = (
     Rule("the tests import no benchmarks", ("tests",), ("benchmarks",)),
 )
 
-ALLOWED = {
-    ("runtime/store/session_store.py", "toolprep.runtime.workers.codec"): (
-        "stored turns are encoded with the workers' content codec; it moves into messages/"
-    ),
-    ("runtime/store/session_store.py", "toolprep.runtime.workers.wire"): (
-        "WireError names a stored turn that does not decode; it moves into messages/ with the codec"
-    ),
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 """(file, module) -> why the import is still there."""
 
 

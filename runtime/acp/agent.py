@@ -13,6 +13,7 @@ the client's replies go back to the host as answers quoting the request id.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import uuid
@@ -46,6 +47,7 @@ from toolprep.runtime.session_host import (
     EditorFailed,
     FileRead,
     FileWritten,
+    NoWorkerAvailable,
     ReadTextFile,
     RequestPermission,
     SessionArchive,
@@ -77,6 +79,9 @@ SESSION_IN_USE = -32003
 STORE_READ_ONLY = -32004
 """A server error: the session store cannot be written, so no session or turn starts
 (``data.cause`` says why); listing and loading sessions still work."""
+NO_WORKER = -32005
+"""A server error: every worker process is down, waiting to restart (``data.retryAfter``
+says in how many seconds the first starts again)."""
 
 _STOP_POLL_S = 0.1
 
@@ -204,6 +209,10 @@ def _in_use(exc: SessionServedElsewhere) -> RpcError:
 
 def _read_only(exc: StoreReadOnly) -> RpcError:
     return RpcError(STORE_READ_ONLY, str(exc), {"cause": exc.cause})
+
+
+def _no_worker(exc: NoWorkerAvailable) -> RpcError:
+    return RpcError(NO_WORKER, str(exc), {"retryAfter": math.ceil(exc.retry_after)})
 
 
 def _editor_answer(method: str, done: Future[Any]) -> EditorAnswer:
@@ -360,6 +369,8 @@ class AcpAgent:
             )
         except SessionLimitReached as exc:
             raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
+        except NoWorkerAvailable as exc:
+            raise _no_worker(exc) from None
         except McpRefused as exc:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         except StoreReadOnly as exc:
@@ -409,6 +420,8 @@ class AcpAgent:
             raise RpcError(SESSION_LIMIT, str(exc), {"maxSessions": exc.limit}) from None
         except SessionServedElsewhere as exc:
             raise _in_use(exc) from None
+        except NoWorkerAvailable as exc:
+            raise _no_worker(exc) from None
         except ValueError as exc:
             raise RpcError(INVALID_PARAMS, f"Invalid params: {exc}") from None
         with self._lock:

@@ -22,7 +22,8 @@ import ray
 from toolprep.runtime.ray_host.registry import NAMESPACE, RegistryLog, open_registry
 from toolprep.runtime.ray_host.transport import START_TIMEOUT_S, ShardLauncher
 from toolprep.runtime.session_host import SessionHostError
-from toolprep.runtime.workers.front import WorkerHost
+from toolprep.runtime.workers.backoff import RestartBackoff
+from toolprep.runtime.workers.front import DEFAULT_BACKOFF, WorkerHost
 from toolprep.runtime.workers.process import WorkerSpec
 
 if TYPE_CHECKING:
@@ -96,8 +97,7 @@ class RayHost(WorkerHost):
         store: SessionStore | None = None,
         name: str = "toolprep",
         num_cpus: float = 1.0,
-        max_restarts: int = 5,
-        within_seconds: float = 60.0,
+        backoff: RestartBackoff = DEFAULT_BACKOFF,
         start_timeout_s: float = START_TIMEOUT_S,
         disconnect: bool = False,
     ) -> None:
@@ -112,8 +112,7 @@ class RayHost(WorkerHost):
         super().__init__(
             spec,
             shards,
-            max_restarts=max_restarts,
-            within_seconds=within_seconds,
+            backoff=backoff,
             store=store,
             transport=launcher,
             placements=RegistryLog(self.registry),

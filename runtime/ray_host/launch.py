@@ -9,13 +9,14 @@ with the job, since a shard starts from the cluster's environment.
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import ray
 
+from toolprep.runtime.options import RuntimeOptions
 from toolprep.runtime.ray_host.host import RayHost, connect, forwarded_environment
 from toolprep.runtime.session_host import SessionHostError
+from toolprep.runtime.workers.codec import dump_options
 from toolprep.runtime.workers.process import WorkerSpec
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def default_shard_count() -> int:
 def ray_host_from_options(
     address: str,
     shards: int | None,
-    options: Mapping[str, Any],
+    options: RuntimeOptions,
     store: SessionStore | None,
     *,
     name: str = "toolprep",
@@ -76,7 +77,7 @@ def ray_host_from_options(
         connect(address, env_vars=forwarded_environment())
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise SessionHostError(f"cannot join the Ray cluster at {address}: {exc}") from None
-    spec = WorkerSpec(RUNTIME_FACTORY, dict(options))
+    spec = WorkerSpec(RUNTIME_FACTORY, dump_options(options))
     try:
         count = shards if shards is not None else default_shard_count()
         return RayHost(spec, count, store=store, name=name, disconnect=True)

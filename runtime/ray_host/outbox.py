@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Iterator
-from typing import Any
 
+from toolprep.runtime.workers.protocol import Event, encode_event
 from toolprep.runtime.workers.wire import encode_frame
 
 __all__ = ["MAX_BATCH_BYTES", "Outbox"]
@@ -26,8 +26,8 @@ class Outbox:
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
 
-    def write(self, header: list[Any], payload: bytes = b"") -> None:
-        self._queue.put(encode_frame(header, payload))
+    def write(self, event: Event) -> None:
+        self._queue.put(encode_frame(*encode_event(event)))
 
     def close(self) -> None:
         """No frame follows: ``batches`` ends once it has handed out what came before."""

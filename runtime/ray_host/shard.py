@@ -18,12 +18,12 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
 import ray
 
 from toolprep.runtime.process_tuning import tune_process_for_daemon
 from toolprep.runtime.ray_host.outbox import Outbox
 from toolprep.runtime.tools.group_reaper import GroupReaper
+from toolprep.runtime.workers.protocol import Command, ProtocolError, Ready, decode_command
 from toolprep.runtime.workers.wire import FrameReader, WireError
 from toolprep.runtime.workers.worker import WorkerLoop, load_factory
 
@@ -32,11 +32,11 @@ logger = logging.getLogger(__name__)
 __all__ = ["Shard", "ShardActor"]
 
 
-def decode_frame(frame: bytes) -> tuple[list[Any], bytes]:
+def decode_frame(frame: bytes) -> Command:
     decoded = FrameReader(io.BytesIO(frame)).read()
     if decoded is None:
         raise WireError("an empty command")
-    return decoded
+    return decode_command(*decoded)
 
 
 class Shard:
@@ -52,7 +52,7 @@ class Shard:
         tune_process_for_daemon()
         self._loop = WorkerLoop(self._runtime, self._outbox)
         self._ended = False
-        self._outbox.write(["ready", os.getpid()])
+        self._outbox.write(Ready(os.getpid()))
 
     @ray.method(concurrency_group="commands")
     def command(self, frame: bytes) -> None:
@@ -60,9 +60,8 @@ class Shard:
         if self._ended:
             return
         try:
-            header, payload = decode_frame(frame)
-            going_on = self._loop.step(header, payload)
-        except (WireError, orjson.JSONDecodeError) as exc:
+            going_on = self._loop.step(decode_frame(frame))
+        except (WireError, ProtocolError) as exc:
             logger.error("the front sent something that is no command (%s); stopping", exc)
             self._runtime.shutdown()
             going_on = False

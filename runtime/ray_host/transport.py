@@ -33,6 +33,14 @@ from ray.exceptions import RayError
 from toolprep.runtime.ray_host.shard import ShardActor
 from toolprep.runtime.session_host import SessionHostError
 from toolprep.runtime.workers.process import WorkerSpec
+from toolprep.runtime.workers.protocol import (
+    PROTOCOL_VERSION,
+    Command,
+    Event,
+    Ready,
+    decode_event,
+    encode_command,
+)
 from toolprep.runtime.workers.wire import FrameReader, encode_frame
 
 logger = logging.getLogger(__name__)
@@ -73,7 +81,7 @@ class ShardTransport:
         self.actor = actor
         self._start_timeout_s = start_timeout_s
         self._stream = actor.frames.remote()
-        self._ready: deque[tuple[list[Any], bytes]] = deque()
+        self._ready: deque[Event] = deque()
         self._ended = threading.Event()
         self._end: str | None = None
         self._pid = 0
@@ -86,19 +94,27 @@ class ShardTransport:
         # The stream's first item comes once the constructor ran; a shard the cluster
         # has no room for would never start, so the wait is bounded.
         started, _ = ray.wait([self._stream], timeout=self._start_timeout_s)
-        frame = self.read() if started else None
-        if frame is None or frame[0][0] != "ready":
-            reason = self._end or f"not started within {self._start_timeout_s:g} s"
-            self.kill()
-            raise SessionHostError(f"worker {self.slot} did not start ({reason})")
-        self._pid = int(frame[0][1])
+        first = self.read() if started else None
+        match first:
+            case Ready(pid, protocol) if protocol == PROTOCOL_VERSION:
+                self._pid = pid
+            case Ready(protocol=protocol):
+                self.kill()
+                raise SessionHostError(
+                    f"worker {self.slot} speaks worker protocol {protocol}, this front "
+                    f"{PROTOCOL_VERSION}"
+                )
+            case _:
+                reason = self._end or f"not started within {self._start_timeout_s:g} s"
+                self.kill()
+                raise SessionHostError(f"worker {self.slot} did not start ({reason})")
 
-    def send(self, header: list[Any], payload: bytes = b"") -> None:
+    def send(self, command: Command) -> None:
         if self._ended.is_set():
             raise OSError(f"shard {self.slot} has ended")
-        self.actor.command.remote(encode_frame(header, payload))
+        self.actor.command.remote(encode_frame(*encode_command(command)))
 
-    def read(self) -> tuple[list[Any], bytes] | None:
+    def read(self) -> Event | None:
         while not self._ready:
             if self._ended.is_set():
                 return None
@@ -112,7 +128,7 @@ class ShardTransport:
                 return None
             reader = FrameReader(io.BytesIO(batch))
             while (frame := reader.read()) is not None:
-                self._ready.append(frame)
+                self._ready.append(decode_event(*frame))
         return self._ready.popleft()
 
     def _finish(self, how: str) -> None:

@@ -46,6 +46,7 @@ from typing import Any, Literal, assert_never, get_args
 
 import orjson
 
+from toolprep.messages.codec import dump_content, load_content
 from toolprep.messages.content import Content
 from toolprep.messages.frames import card_change, discarded
 from toolprep.runtime.session_host import (
@@ -57,8 +58,6 @@ from toolprep.runtime.session_host import (
 from toolprep.runtime.session_title import title_of
 from toolprep.runtime.store.ownership import describe_owner, owner_alive, this_process
 from toolprep.runtime.store.schema import SCHEMA_VERSION, SchemaTooNew, migrate
-from toolprep.runtime.workers.codec import dump_parts, load_parts
-from toolprep.runtime.workers.wire import WireError
 
 __all__ = [
     "DEFAULT_SYNCHRONOUS",
@@ -448,7 +447,7 @@ class SessionStore:
             db.executemany(
                 "INSERT INTO history (session_id, seq, entry) VALUES (?, ?, ?)",
                 [
-                    (session_id, seq, orjson.dumps({"role": c.role, "parts": dump_parts(c.parts)}))
+                    (session_id, seq, orjson.dumps(dump_content(c)))
                     for seq, c in enumerate(history[keep:], keep)
                 ],
             )
@@ -581,9 +580,9 @@ class SessionStore:
                 else []
             )
         try:
-            history = tuple(_load_entry(orjson.loads(entry)) for (entry,) in entries)
+            history = tuple(load_content(orjson.loads(entry)) for (entry,) in entries)
             updates = tuple(orjson.loads(frame) for (frame,) in rows)
-        except (ValueError, WireError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:  # CodecError is a ValueError
             raise StoreError(
                 f"session {session_id} in {self.path} is damaged and cannot be loaded: {exc}"
             ) from None
@@ -689,13 +688,6 @@ class SessionStore:
         if row is None:
             raise SessionNotStored(session_id)
         return SessionInfo(*row)
-
-
-def _load_entry(raw: Any) -> Content:
-    role = raw["role"]
-    if role not in ("user", "model"):
-        raise ValueError(f"unknown role {role!r}")
-    return Content(role, tuple(load_parts(raw["parts"])))
 
 
 _UNWRITABLE = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN")

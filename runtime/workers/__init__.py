@@ -6,7 +6,8 @@ its own process, so sessions use every core. The front (``WorkerHost``) is a
 and relays each worker's frames, already serialised, to the sessions' sinks.
 """
 
+from toolprep.runtime.workers.backoff import RestartBackoff
 from toolprep.runtime.workers.front import WorkerCrashed, WorkerHost
 from toolprep.runtime.workers.process import WorkerSpec, default_worker_count
 
-__all__ = ["WorkerCrashed", "WorkerHost", "WorkerSpec", "default_worker_count"]
+__all__ = ["RestartBackoff", "WorkerCrashed", "WorkerHost", "WorkerSpec", "default_worker_count"]

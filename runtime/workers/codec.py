@@ -1,31 +1,25 @@
-"""What crosses the worker pipes, as JSON-able values: prompts, turn results,
-the requests a session sends its caller, the caller's answers, and the MCP
-servers a session is opened with (in their ACP shape). The session store keeps
-histories in the same form of parts.
+"""The session-host values that cross the worker pipes, as JSON-able values: the
+requests a session sends its caller, the caller's answers, a session's settings, the
+MCP servers a session is opened with (in their ACP shape), and the options a worker
+builds its runtime from (on its command line). Messages themselves
+(parts, prompts, turn results) are ``toolprep.messages.codec``'s.
 
-Each ``dump_*`` has a ``load_*`` that rebuilds the same frozen value, so both
-sides of a pipe speak the types of ``messages`` and ``session_host`` and
-nothing else.
+Each ``dump_*`` has a ``load_*`` that rebuilds the same frozen value, or raises
+``CodecError`` naming what it was given.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any, assert_never, get_args
+from types import NoneType
+from typing import Any, assert_never
 
-from toolprep.messages.content import (
-    FunctionCall,
-    FunctionCallPart,
-    FunctionResponse,
-    FunctionResponsePart,
-    Part,
-    TextPart,
-    ThoughtPart,
-    Usage,
-)
+from toolprep.messages.codec import CodecError
 from toolprep.messages.modes import check_mode
-from toolprep.messages.turns import StopReason, TurnResult, UserMessage
+from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers, to_acp
+from toolprep.runtime.options import RuntimeOptions
 from toolprep.runtime.session_host import (
     ClientRequest,
     EditorAnswer,
@@ -37,109 +31,20 @@ from toolprep.runtime.session_host import (
     SessionConfig,
     WriteTextFile,
 )
-from toolprep.runtime.workers.wire import WireError
+from toolprep.runtime.store.session_store import SYNCHRONOUS_LEVELS
 
-_STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
-
-
-def dump_parts(parts: Sequence[Part]) -> list[dict[str, Any]]:
-    return [_dump_part(part) for part in parts]
-
-
-def _dump_part(part: Part) -> dict[str, Any]:
-    match part:
-        case TextPart(text=text):
-            return {"type": "text", "text": text}
-        case ThoughtPart(text=text, signature=signature):
-            return {"type": "thought", "text": text, "signature": signature}
-        case FunctionCallPart(function_call=call):
-            return {"type": "call", "id": call.id, "name": call.name, "args": call.args}
-        case FunctionResponsePart(function_response=response):
-            return {
-                "type": "response",
-                "id": response.id,
-                "name": response.name,
-                "response": response.response,
-                "is_error": response.is_error,
-            }
-        case _:
-            assert_never(part)
-
-
-def load_parts(raw: Any) -> list[Part]:
-    if not isinstance(raw, list):
-        raise WireError(f"prompt parts must be a list, not {type(raw).__name__}")
-    return [_load_part(item) for item in raw]
-
-
-def _load_part(raw: Any) -> Part:
-    match raw:
-        case {"type": "text", "text": str(text)}:
-            return TextPart(text)
-        case {"type": "thought", "text": str(text), "signature": signature}:
-            return ThoughtPart(text, signature if isinstance(signature, str) else None)
-        case {"type": "call", "id": str(id_), "name": str(name), "args": dict(args)}:
-            return FunctionCallPart(FunctionCall(id_, name, args))
-        case {
-            "type": "response",
-            "id": str(id_),
-            "name": str(name),
-            "response": dict(response),
-            "is_error": bool(is_error),
-        }:
-            return FunctionResponsePart(FunctionResponse(id_, name, response, is_error))
-        case _:
-            raise WireError(f"not a prompt part: {raw!r}")
-
-
-def dump_prompt(parts: Sequence[Part], user_message: UserMessage | None) -> dict[str, Any]:
-    """A prompt as it crosses to a worker: the model's parts and what the client sent."""
-    said = None
-    if user_message is not None:
-        said = {"id": user_message.message_id, "blocks": list(user_message.blocks)}
-    return {"parts": dump_parts(parts), "user_message": said}
-
-
-def load_prompt(raw: Any) -> tuple[list[Part], UserMessage | None]:
-    match raw:
-        case {"parts": parts, "user_message": None}:
-            return load_parts(parts), None
-        case {"parts": parts, "user_message": {"id": str(message_id), "blocks": list(blocks)}} if (
-            all(isinstance(block, dict) for block in blocks)
-        ):
-            return load_parts(parts), UserMessage(message_id, tuple(blocks))
-        case _:
-            raise WireError(f"not a prompt: {raw!r}")
-
-
-def dump_result(result: TurnResult) -> dict[str, Any]:
-    usage = result.usage
-    return {
-        "stop_reason": result.stop_reason,
-        "error": result.error,
-        "usage": None if usage is None else [usage.input_tokens, usage.output_tokens],
-    }
-
-
-def load_result(raw: Any) -> TurnResult:
-    match raw:
-        case {"stop_reason": stop_reason, "error": error, "usage": usage}:
-            pass
-        case _:
-            raise WireError(f"not a turn result: {raw!r}")
-    if stop_reason is not None and stop_reason not in _STOP_REASONS:
-        raise WireError(f"unknown stop reason {stop_reason!r}")
-    if error is not None and not isinstance(error, str):
-        raise WireError(f"a turn error must be text, not {error!r}")
-    loaded_usage = None
-    match usage:
-        case None:
-            pass
-        case [int(input_tokens), int(output_tokens)]:
-            loaded_usage = Usage(input_tokens, output_tokens)
-        case _:
-            raise WireError(f"not token usage: {usage!r}")
-    return TurnResult(stop_reason, error=error, usage=loaded_usage)
+__all__ = [
+    "dump_answer",
+    "dump_config",
+    "dump_mcp_servers",
+    "dump_options",
+    "dump_request",
+    "load_answer",
+    "load_config",
+    "load_mcp_servers",
+    "load_options",
+    "load_request",
+]
 
 
 def dump_request(request: ClientRequest) -> dict[str, Any]:
@@ -163,7 +68,7 @@ def load_request(raw: Any) -> ClientRequest:
         case {"type": "write", "id": str(rid), "path": str(path), "content": str(content)}:
             return WriteTextFile(rid, path, content)
         case _:
-            raise WireError(f"not a client request: {raw!r}")
+            raise CodecError(f"not a client request: {raw!r}")
 
 
 def dump_answer(answer: EditorAnswer) -> dict[str, Any]:
@@ -187,7 +92,7 @@ def load_answer(raw: Any) -> EditorAnswer:
         case {"type": "failed", "reason": str(reason)}:
             return EditorFailed(reason)
         case _:
-            raise WireError(f"not an editor answer: {raw!r}")
+            raise CodecError(f"not an editor answer: {raw!r}")
 
 
 def dump_mcp_servers(specs: Sequence[McpServerSpec]) -> list[dict[str, Any]]:
@@ -198,7 +103,7 @@ def load_mcp_servers(raw: Any) -> tuple[McpServerSpec, ...]:
     try:
         return parse_servers(raw, field="mcp_servers")
     except ValueError as exc:
-        raise WireError(f"not MCP servers: {exc}") from None
+        raise CodecError(f"not MCP servers: {exc}") from None
 
 
 def dump_config(config: SessionConfig) -> dict[str, Any]:
@@ -213,12 +118,68 @@ def load_config(raw: Any) -> SessionConfig:
             try:
                 return SessionConfig(model, tuple(models), check_mode(mode))
             except ValueError as exc:
-                raise WireError(f"not a session config: {exc}") from None
+                raise CodecError(f"not a session config: {exc}") from None
         case _:
-            raise WireError(f"not a session config: {raw!r}")
+            raise CodecError(f"not a session config: {raw!r}")
 
 
 def _optional_int(value: Any) -> int | None:
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
-    raise WireError(f"expected a whole number or null, not {value!r}")
+    raise CodecError(f"expected a whole number or null, not {value!r}")
+
+
+_OPTION_KINDS: dict[str, tuple[type, ...]] = {
+    "provider": (str, NoneType),
+    "model": (str, NoneType),
+    "fallback_model": (list,),
+    "base_url": (str, NoneType),
+    "max_retries": (int,),
+    "max_retry_wait": (int, float),
+    "max_sse_event_bytes": (int,),
+    "context_window": (int, NoneType),
+    "compact_at": (int, float),
+    "replay": (str, NoneType),
+    "allow_shell": (bool,),
+    "mode": (str, NoneType),
+    "scrub_env": (list,),
+    "pass_env": (list,),
+    "mcp_call_timeout": (int, float, NoneType),
+    "max_mcp_tools": (int, NoneType),
+    "log_level": (str,),
+    "data_dir": (str, NoneType),
+    "synchronous": (str,),
+    "event_loop": (str,),
+    "store_owner": (str, NoneType),
+    "mcp_policy": (dict,),
+}
+"""The JSON kind of each ``RuntimeOptions`` field."""
+
+_NAME_LISTS = ("fallback_model", "scrub_env", "pass_env")
+
+
+def dump_options(options: RuntimeOptions) -> dict[str, Any]:
+    dumped = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
+    for name in _NAME_LISTS:
+        dumped[name] = list(dumped[name])
+    dumped["mcp_policy"] = options.mcp_policy.to_options()
+    return dumped
+
+
+def load_options(raw: Any) -> RuntimeOptions:
+    if not isinstance(raw, dict) or raw.keys() != _OPTION_KINDS.keys():
+        raise CodecError(f"not runtime options: {raw!r}")
+    for name, kinds in _OPTION_KINDS.items():
+        value = raw[name]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise CodecError(f"runtime option {name} cannot be {value!r}")
+    lists = {name: tuple(raw[name]) for name in _NAME_LISTS}
+    if not all(isinstance(item, str) for names in lists.values() for item in names):
+        raise CodecError(f"runtime options name variables and models as text: {lists!r}")
+    if raw["synchronous"] not in SYNCHRONOUS_LEVELS:
+        raise CodecError(f"runtime option synchronous cannot be {raw['synchronous']!r}")
+    try:
+        policy = McpPolicy.from_options(raw["mcp_policy"])
+    except ValueError as exc:
+        raise CodecError(str(exc)) from None
+    return RuntimeOptions(**{**raw, **lists, "mcp_policy": policy})

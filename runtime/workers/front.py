@@ -29,14 +29,12 @@ import signal
 import threading
 import time
 import uuid
-from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-import orjson
+from typing import TYPE_CHECKING, Literal, assert_never
 
 from toolprep.messages.content import Part
 from toolprep.messages.frames import discarded
@@ -51,6 +49,7 @@ from toolprep.runtime.session_host import (
     EditorCapabilities,
     FrameSink,
     HostClosed,
+    NoWorkerAvailable,
     SessionConfig,
     SessionHostError,
     SessionInfo,
@@ -60,19 +59,40 @@ from toolprep.runtime.session_host import (
     UnknownSession,
 )
 from toolprep.runtime.tools.process_groups import signal_group
-from toolprep.runtime.workers.codec import (
-    dump_answer,
-    dump_mcp_servers,
-    dump_prompt,
-    load_config,
-    load_request,
-    load_result,
-)
+from toolprep.runtime.workers.backoff import RestartBackoff, SlotHealth
 from toolprep.runtime.workers.process import WorkerProcess, WorkerSpec
+from toolprep.runtime.workers.protocol import (
+    AnswerEditor,
+    AnswerPermission,
+    Cancel,
+    Close,
+    Command,
+    ConfigReturned,
+    ErrorKind,
+    Event,
+    FlushJournal,
+    Open,
+    OpenHow,
+    Prompt,
+    ProtocolError,
+    Raised,
+    Ready,
+    Requested,
+    Returned,
+    ServedElsewhereRaised,
+    SetMode,
+    SetModel,
+    ShowConfig,
+    Shutdown,
+    ToolGroupChanged,
+    TurnEnded,
+    UnknownModelRaised,
+    Updated,
+)
 from toolprep.runtime.workers.transport import PlacementLog, TransportFactory, WorkerTransport
 from toolprep.runtime.workers.wire import WireError
 
-if TYPE_CHECKING:  # the store uses this package's codec: import it for types only
+if TYPE_CHECKING:
     from toolprep.runtime.store import SessionStore
 
 logger = logging.getLogger(__name__)
@@ -95,16 +115,35 @@ class WorkerCrashed(SessionHostError):
     """The worker process serving a session is gone (and may be being replaced)."""
 
 
+DEFAULT_BACKOFF = RestartBackoff()
+
+
 CallKind = Literal["open", "prompt", "answer"]
-OpenHow = Literal["new", "restore", "restore_or_new"]
-"""How a worker opens a session: fresh, from the store, or from the store if it is there."""
+
+Answer = str | bool | SessionConfig | None
+"""What a call other than a prompt returns: an opened session's id, an answer taken or
+not, a session's settings, or nothing."""
+
+ToCommand = Callable[[int], Command]
+"""A command to a session's worker, given the id its reply will quote."""
 
 
 @dataclass(eq=False)
 class _Call:
     kind: CallKind
     session: _Session
-    future: Future[Any] = field(default_factory=Future)
+    future: Future[Answer] = field(default_factory=Future)
+    turn: Future[TurnResult] = field(default_factory=Future)
+    """A prompt's result (``kind == "prompt"``); ``future`` for every other call."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Deferred:
+    """A prompt that arrived while its session's worker was being replaced."""
+
+    parts: tuple[Part, ...]
+    user_message: UserMessage | None
+    result: Future[TurnResult]
 
 
 @dataclass(eq=False)
@@ -117,7 +156,7 @@ class _Session:
     open_cards: dict[str, str] = field(default_factory=dict)
     prompts: set[int] = field(default_factory=set)
     # Prompts that arrived while the session's worker was being replaced.
-    deferred: list[tuple[bytes, Future[TurnResult]]] = field(default_factory=list)
+    deferred: list[_Deferred] = field(default_factory=list)
     closed: bool = False
     # Sent with every open, so a replacement worker starts them again.
     mcp_servers: tuple[McpServerSpec, ...] = ()
@@ -136,6 +175,7 @@ class _Worker:
         self.calls: dict[int, _Call] = {}
         self.tool_groups: set[int] = set()
         self.thread: threading.Thread | None = None
+        self.ready_at = 0.0
 
     @property
     def pid(self) -> int:
@@ -143,6 +183,7 @@ class _Worker:
 
     def await_ready(self) -> None:
         self.transport.await_ready()
+        self.ready_at = time.monotonic()
         self.alive = True
 
     def stop_now(self) -> None:
@@ -155,9 +196,10 @@ class _Worker:
 class WorkerHost:
     """Sessions spread over ``workers`` processes built from ``spec``; see the module doc.
 
-    Restarts of one worker slot are budgeted like role restarts: more than
-    ``max_restarts`` within ``within_seconds`` and the slot stays down, its
-    sessions' prompts fail with an error, and new sessions go elsewhere.
+    A worker that ends is replaced in its slot, at once after a first crash and
+    after a growing wait (``backoff``) when it keeps dying; meanwhile its sessions'
+    prompts fail naming the wait, and new sessions go to other slots, or fail with
+    ``NoWorkerAvailable`` when every slot waits.
     """
 
     def __init__(
@@ -165,8 +207,7 @@ class WorkerHost:
         spec: WorkerSpec,
         workers: int,
         *,
-        max_restarts: int = 5,
-        within_seconds: float = 60.0,
+        backoff: RestartBackoff = DEFAULT_BACKOFF,
         store: SessionStore | None = None,
         transport: TransportFactory | None = None,
         placements: PlacementLog | None = None,
@@ -187,9 +228,9 @@ class WorkerHost:
         self._closed_on: OrderedDict[str, _Worker] = OrderedDict()
         self._call_ids = itertools.count(1)
         self._closed = False
-        self._max_restarts = max_restarts
-        self._within = within_seconds
-        self._crashes: dict[int, deque[float]] = {}
+        self._backoff = backoff
+        self._health = {slot: SlotHealth() for slot in range(workers)}
+        self._stopping = threading.Event()  # wakes slots waiting out their back-off
         self._replacing: set[int] = set()
         self.restarts = 0
         self._placements = placements
@@ -241,7 +282,12 @@ class WorkerHost:
                 raise ValueError(f"a session with this id is already open: {session_id}")
             live = [w for w in self._workers if w.alive]
             if not live:
-                raise WorkerCrashed("no worker process is running")
+                now = time.monotonic()
+                health = self._health.items()
+                raise NoWorkerAvailable(
+                    "; ".join(h.describe(slot, now) for slot, h in health),
+                    min(h.retry_after(now) for _slot, h in health),
+                )
             last = self._closed_on.pop(session_id, None)
             worker = last if last in live else min(live, key=lambda w: len(w.sessions))
             session = _Session(session_id, sink, cwd, editor, worker, mcp_servers=mcp_servers)
@@ -276,7 +322,7 @@ class WorkerHost:
             # Attached to this front's one client already: replay it once its worker's
             # journal has written what it sent, and the session goes on where it is.
             if replay:
-                self._ask(session_id, ["flush_journal"])
+                self._ask(session_id, lambda call_id: FlushJournal(call_id, session_id))
                 for frame in self._store.encoded_frames(session_id):
                     sink.send_encoded_update(session_id, frame)
             return
@@ -312,44 +358,53 @@ class WorkerHost:
             if self._closed:
                 return _resolved(TurnResult(None, error="the worker host is shutting down"))
             worker = session.worker
-            payload = orjson.dumps(dump_prompt(parts, user_message))
+            parts = tuple(parts)
             if not worker.alive:
                 if worker.slot not in self._replacing:
-                    return _resolved(TurnResult(None, error=_down(worker)))
+                    return _resolved(TurnResult(None, error=self._down(worker)))
                 later: Future[TurnResult] = Future()
-                session.deferred.append((payload, later))
+                session.deferred.append(_Deferred(parts, user_message, later))
                 return later
             call_id, call = self._register(worker, "prompt", session)
             session.prompts.add(call_id)
-        self._send(worker, ["prompt", call_id, session_id], payload)
-        future: Future[TurnResult] = call.future
-        return future
+        self._send(worker, Prompt(call_id, session_id, parts, user_message))
+        return call.turn
 
     def cancel(self, session_id: str) -> None:
         with self._lock:
             worker = self._require(session_id).worker
-        self._send(worker, ["cancel", session_id])
+        self._send(worker, Cancel(session_id))
 
     def answer_permission(
         self, session_id: str, request_id: str, outcome: PermissionOutcome
     ) -> bool:
         check_outcome(outcome)
-        return self._answer(session_id, ["answer_permission", request_id, outcome])
+        return self._answer(
+            session_id,
+            request_id,
+            lambda call_id: AnswerPermission(call_id, session_id, request_id, outcome),
+        )
 
     def answer_editor(self, session_id: str, request_id: str, answer: EditorAnswer) -> bool:
-        return self._answer(session_id, ["answer_editor", request_id, dump_answer(answer)])
+        return self._answer(
+            session_id,
+            request_id,
+            lambda call_id: AnswerEditor(call_id, session_id, request_id, answer),
+        )
 
     def session_config(self, session_id: str) -> SessionConfig:
-        return load_config(self._ask(session_id, ["session_config"]))
+        return _config(self._ask(session_id, lambda call_id: ShowConfig(call_id, session_id)))
 
     def set_model(self, session_id: str, model: str) -> SessionConfig:
-        config = load_config(self._ask(session_id, ["set_model", model]))
+        config = _config(
+            self._ask(session_id, lambda call_id: SetModel(call_id, session_id, model))
+        )
         with self._lock:
             self._require(session_id).model = model  # given again to a replacement worker
         return config
 
     def set_mode(self, session_id: str, mode: SessionMode) -> SessionConfig:
-        config = load_config(self._ask(session_id, ["set_mode", mode]))
+        config = _config(self._ask(session_id, lambda call_id: SetMode(call_id, session_id, mode)))
         with self._lock:
             self._require(session_id).mode = mode  # given again to a replacement worker
         return config
@@ -368,9 +423,9 @@ class WorkerHost:
             self._closed_on[session_id] = worker
             while len(self._closed_on) > _CLOSES_REMEMBERED:
                 self._closed_on.popitem(last=False)
-        for _payload, later in waiting:
-            later.set_result(TurnResult("cancelled"))
-        self._send(worker, ["close", session_id])
+        for deferred in waiting:
+            deferred.result.set_result(TurnResult("cancelled"))
+        self._send(worker, Close(session_id))
         if self._placements is not None:
             self._placements.forgot(session_id)
 
@@ -380,9 +435,11 @@ class WorkerHost:
                 return
             self._closed = True
             workers = list(self._workers)
+        self._stopping.set()
         deadline = time.monotonic() + timeout
         for worker in workers:
-            self._send(worker, ["shutdown", timeout])
+            if worker.alive:  # a slot waiting out its back-off has no worker to tell
+                self._send(worker, Shutdown(timeout))
         for worker in workers:
             if worker.thread is not None:
                 worker.thread.join(max(0.0, deadline - time.monotonic()))
@@ -419,25 +476,30 @@ class WorkerHost:
             raise UnknownSession(session_id)
         return session
 
+    def _down(self, worker: _Worker) -> str:
+        """Why ``worker`` takes no calls; called with the lock held."""
+        health = self._health[worker.slot]
+        if health.crashes:
+            return f"no worker available: {health.describe(worker.slot, time.monotonic())}"
+        return f"the worker process serving this session (slot {worker.slot}) is not running"
+
     def _register(self, worker: _Worker, kind: CallKind, session: _Session) -> tuple[int, _Call]:
         """Note a call awaiting ``worker``'s answer; called with the lock held."""
         if not worker.alive:
-            raise WorkerCrashed(_down(worker))
+            raise WorkerCrashed(self._down(worker))
         call_id = next(self._call_ids)
         call = _Call(kind, session)
         worker.calls[call_id] = call
         return call_id, call
 
-    def _open_on(self, worker: _Worker, session: _Session, how: OpenHow) -> Future[Any]:
+    def _open_on(self, worker: _Worker, session: _Session, how: OpenHow) -> Future[Answer]:
         with self._lock:
             call_id, call = self._register(worker, "open", session)
-        editor = session.editor
-        header = ["open", call_id, session.session_id, session.cwd]
-        servers = dump_mcp_servers(session.mcp_servers)
-        self._send(worker, [*header, editor.read_text_file, editor.write_text_file, how, servers])
+        sid, cwd, editor = session.session_id, session.cwd, session.editor
+        self._send(worker, Open(call_id, sid, cwd, editor, how, session.mcp_servers))
         return call.future
 
-    def _answer(self, session_id: str, command: list[Any]) -> bool:
+    def _answer(self, session_id: str, request_id: str, command: ToCommand) -> bool:
         """Give the session's worker an answer; False if no live worker took it in time.
 
         On a reader thread (a sink answering inside ``send_request``) the answer is
@@ -445,15 +507,15 @@ class WorkerHost:
         request no longer waiting says so in the log.
         """
         if self._on_reader_thread():
-            return self._send_answer(session_id, command)
+            return self._send_answer(session_id, request_id, command)
         try:
             taken = bool(self._ask(session_id, command))
         except (WorkerCrashed, TimeoutError) as exc:
-            logger.warning("%s for %s was not taken: %r", command[0], session_id, exc)
+            logger.warning("the answer to %s for %s was not taken: %r", request_id, session_id, exc)
             return False
         return taken
 
-    def _send_answer(self, session_id: str, command: list[Any]) -> bool:
+    def _send_answer(self, session_id: str, request_id: str, command: ToCommand) -> bool:
         """Send an answer without waiting for the worker's receipt."""
         with self._lock:
             session = self._require(session_id)
@@ -462,28 +524,27 @@ class WorkerHost:
                 call_id, call = self._register(worker, "answer", session)
             except WorkerCrashed:
                 return False
-        request_id = command[1]
 
-        def receipt(done: Future[Any]) -> None:
+        def receipt(done: Future[Answer]) -> None:
             if done.exception() is None and not done.result():
-                logger.info("%s %s for %s came too late", command[0], request_id, session_id)
+                logger.info("the answer to %s for %s came too late", request_id, session_id)
 
         call.future.add_done_callback(receipt)
-        self._send(worker, [command[0], call_id, session_id, *command[1:]])
+        self._send(worker, command(call_id))
         return True
 
     def _on_reader_thread(self) -> bool:
         return getattr(self._reading, "worker", None) is not None
 
-    def _ask(self, session_id: str, command: list[Any]) -> Any:
+    def _ask(self, session_id: str, command: ToCommand) -> Answer:
         """Send ``command`` to the session's worker and wait for what it returns."""
         if self._on_reader_thread():
-            raise RuntimeError(ON_READER_THREAD.format(call=command[0]))
+            raise RuntimeError(ON_READER_THREAD.format(call=type(command(0)).__name__))
         with self._lock:
             session = self._require(session_id)
             call_id, call = self._register(session.worker, "answer", session)
             worker = session.worker
-        self._send(worker, [command[0], call_id, session_id, *command[1:]])
+        self._send(worker, command(call_id))
         try:
             return call.future.result(CALL_TIMEOUT_S)
         except TimeoutError:
@@ -491,10 +552,10 @@ class WorkerHost:
                 worker.calls.pop(call_id, None)
             raise
 
-    def _send(self, worker: _Worker, header: list[Any], payload: bytes = b"") -> None:
+    def _send(self, worker: _Worker, command: Command) -> None:
         """Write to ``worker``; a dead worker's reader settles whatever this call awaited."""
         try:
-            worker.transport.send(header, payload)
+            worker.transport.send(command)
         except OSError as exc:
             logger.warning(
                 "worker %d is unreachable (%r); its reader ends its turns", worker.slot, exc
@@ -513,21 +574,21 @@ class WorkerHost:
         sessions = worker.sessions
         read = worker.transport.read
         try:
-            while (frame := read()) is not None:
-                header, payload = frame
-                kind = header[0]
-                if kind == "updated":
-                    session = sessions.get(header[1])
+            while (event := read()) is not None:
+                if type(event) is Updated:  # the common case first
+                    session = sessions.get(event.session_id)
                     if session is not None:
-                        self._relay_update(session, header[2], payload)
+                        self._relay_update(session, event.card, event.update_json)
                 else:
-                    self._handle(worker, header)
-        except (WireError, OSError, ValueError) as exc:
+                    self._handle(worker, event)
+        except (WireError, ProtocolError, OSError, ValueError) as exc:
             logger.error("worker %d sent a broken frame: %s", worker.slot, exc)
             worker.transport.kill()
         self._worker_ended(worker)
 
-    def _relay_update(self, session: _Session, card: list[Any] | None, payload: bytes) -> None:
+    def _relay_update(
+        self, session: _Session, card: tuple[str, str, bool] | None, payload: bytes
+    ) -> None:
         if card is not None:
             call_id, tool_name, terminal = card
             if terminal:
@@ -539,35 +600,41 @@ class WorkerHost:
         except Exception:
             logger.exception("the sink of %s failed on a frame", session.session_id)
 
-    def _handle(self, worker: _Worker, header: list[Any]) -> None:
-        match header:
-            case ["requested", str(session_id), request]:
+    def _handle(self, worker: _Worker, event: Event) -> None:
+        match event:
+            case Requested(session_id, request):
                 session = worker.sessions.get(session_id)
                 if session is None:
                     return
                 try:
-                    session.sink.send_request(session_id, load_request(request))
-                except WireError:
-                    raise
+                    session.sink.send_request(session_id, request)
                 except Exception:
                     logger.exception("the sink of %s failed on a request", session_id)
-            case ["tool_group", int(pgid), bool(live)]:
+            case ToolGroupChanged(pgid, live):
                 if live:
                     worker.tool_groups.add(pgid)
                 else:
                     worker.tool_groups.discard(pgid)
-            case ["returned", int(call_id), value]:
-                self._settle(worker, call_id, value, None)
-            case ["raised", int(call_id), "unknown_model", str(model), list(models)]:
-                self._settle(worker, call_id, None, UnknownModel(model, models))
-            case ["raised", int(call_id), "served_elsewhere", str(sid), str(holder)]:
-                self._settle(worker, call_id, None, SessionServedElsewhere(sid, holder))
-            case ["raised", int(call_id), str(kind), str(message)]:
-                self._settle(worker, call_id, None, _error(kind, message))
+            case Returned(call_id, value):
+                self._settle(worker, call_id, value)
+            case ConfigReturned(call_id, config):
+                self._settle(worker, call_id, config)
+            case TurnEnded(call_id, result):
+                self._settle(worker, call_id, result)
+            case UnknownModelRaised(call_id, model, models):
+                self._settle(worker, call_id, UnknownModel(model, list(models)))
+            case ServedElsewhereRaised(call_id, sid, holder):
+                self._settle(worker, call_id, SessionServedElsewhere(sid, holder))
+            case Raised(call_id, kind, message):
+                self._settle(worker, call_id, _error(kind, message))
+            case Updated() | Ready():
+                raise ProtocolError(f"{event!r} out of place")
             case _:
-                raise WireError(f"not a worker frame: {header!r}")
+                assert_never(event)
 
-    def _settle(self, worker: _Worker, call_id: int, value: Any, error: Exception | None) -> None:
+    def _settle(
+        self, worker: _Worker, call_id: int, outcome: Answer | TurnResult | Exception
+    ) -> None:
         with self._lock:
             call = worker.calls.pop(call_id, None)
             if call is None:
@@ -577,13 +644,21 @@ class WorkerHost:
                 session.prompts.discard(call_id)
                 if session.closed and not session.prompts:
                     worker.sessions.pop(session.session_id, None)
-        if call.kind == "prompt" and not isinstance(error, StoreReadOnly):
-            result = load_result(value) if error is None else TurnResult(None, error=str(error))
-            call.future.set_result(result)
-        elif error is not None:  # a refused turn is refused as the runtime refuses it
-            call.future.set_exception(error)
-        else:
-            call.future.set_result(value)
+        match call.kind, outcome:
+            case "prompt", TurnResult():
+                call.turn.set_result(outcome)
+            case "prompt", StoreReadOnly():  # refused, as the runtime refuses it
+                call.turn.set_exception(outcome)
+            case "prompt", Exception():
+                call.turn.set_result(TurnResult(None, error=str(outcome)))
+            case "prompt", _:
+                call.turn.set_result(TurnResult(None, error=f"the worker answered {outcome!r}"))
+            case _, Exception():
+                call.future.set_exception(outcome)
+            case _, TurnResult():
+                call.future.set_exception(ProtocolError(f"a turn result for a {call.kind} call"))
+            case _, _:
+                call.future.set_result(outcome)
 
     # --- a worker that ended ----------------------------------------------------------------
 
@@ -608,12 +683,12 @@ class WorkerHost:
         for call in calls.values():
             match call.kind:
                 case "prompt":
-                    call.future.set_result(TurnResult(None, error=lost))
+                    call.turn.set_result(TurnResult(None, error=lost))
                 case "open" | "answer":
                     call.future.set_exception(WorkerCrashed(lost))
         worker.transport.close()
         if not closing:
-            self._replace(worker, [s for s in sessions if not s.closed])
+            self._replace(worker, how, [s for s in sessions if not s.closed])
 
     def _discard_open_cards(self, session: _Session) -> None:
         cards, session.open_cards = session.open_cards, {}
@@ -623,18 +698,18 @@ class WorkerHost:
             except Exception:
                 logger.exception("the sink of %s failed on a discard", session.session_id)
 
-    def _replace(self, dead: _Worker, sessions: list[_Session]) -> None:
-        """Start a successor in ``dead``'s slot and move its sessions over, within budget."""
-        successor = self._successor(dead)
+    def _replace(self, dead: _Worker, how: str, sessions: list[_Session]) -> None:
+        """Start a successor in ``dead``'s slot and move its sessions over."""
+        successor = self._successor(dead, how, sessions)
         if successor is not None:
             for session in sessions:
                 self._move(session, successor)
         with self._lock:
             self._replacing.discard(dead.slot)
             stranded = [s for s in sessions if s.worker is dead]
-            waiting = [later for s in stranded for _payload, later in self._take_deferred(s)]
-        for later in waiting:  # the slot stays down: whoever waits learns it now
-            later.set_result(TurnResult(None, error=_down(dead)))
+            waiting = [d.result for s in stranded for d in self._take_deferred(s)]
+        for later in waiting:  # the host shut down meanwhile
+            later.set_result(TurnResult(None, error="the worker host is shutting down"))
         if successor is not None:
             logger.warning(
                 "worker %d replaced (pid %d); %d sessions moved over",
@@ -643,34 +718,57 @@ class WorkerHost:
                 len(sessions) - len(stranded),
             )
 
-    def _successor(self, dead: _Worker) -> _Worker | None:
-        now = time.monotonic()
-        window = self._crashes.setdefault(dead.slot, deque())
-        window.append(now)
-        while window and now - window[0] > self._within:
-            window.popleft()
-        if len(window) > self._max_restarts:
-            logger.critical(
-                "worker %d crashed %d times in %.0fs; not restarting it",
-                dead.slot,
-                len(window),
-                self._within,
-            )
+    def _successor(self, dead: _Worker, how: str, sessions: list[_Session]) -> _Worker | None:
+        """A started worker in ``dead``'s slot, once the back-off its crashes in a row
+        earned has passed (``backoff``); None once the host shuts down.
+
+        While the slot waits, prompts to its sessions fail at once, naming the wait,
+        rather than hang until it ends.
+        """
+        slot = dead.slot
+        up_for = time.monotonic() - dead.ready_at
+        while True:
+            now = time.monotonic()
+            waiting: list[Future[TurnResult]] = []
+            with self._lock:
+                health = self._health[slot]
+                delay = health.crashed(now, up_for, how, self._backoff)
+                if delay > 0:
+                    health.restart_at = now + delay
+                    self._replacing.discard(slot)
+                    why = health.describe(slot, now)
+                    stranded = [s for s in sessions if s.worker is dead]
+                    waiting = [d.result for s in stranded for d in self._take_deferred(s)]
+            if delay > 0:
+                logger.error("%s", why)
+                for later in waiting:
+                    later.set_result(TurnResult(None, error=f"no worker available: {why}"))
+                if self._stopping.wait(delay):
+                    return None
+                with self._lock:
+                    health.restart_at = None
+                    if self._closed:
+                        return None
+                    self._replacing.add(slot)
+            try:
+                successor = _Worker(self._start(slot))
+                successor.await_ready()
+            except SessionHostError as exc:  # it said why: no traceback of ours helps
+                logger.error("worker %d could not be restarted: %s", slot, exc)
+                how, up_for = str(exc).removeprefix(f"worker {slot} "), 0.0
+                continue
+            except Exception as exc:
+                logger.exception("worker %d could not be restarted", slot)
+                how, up_for = str(exc).removeprefix(f"worker {slot} "), 0.0
+                continue
+            with self._lock:
+                if not self._closed:
+                    self._workers[slot] = successor
+                    self.restarts += 1
+                    self._start_reading(successor)
+                    return successor
+            successor.stop_now()
             return None
-        try:
-            successor = _Worker(self._start(dead.slot))
-            successor.await_ready()
-        except Exception:
-            logger.exception("worker %d could not be restarted", dead.slot)
-            return None
-        with self._lock:
-            if not self._closed:
-                self._workers[dead.slot] = successor
-                self.restarts += 1
-                self._start_reading(successor)
-                return successor
-        successor.stop_now()
-        return None
 
     def _move(self, session: _Session, successor: _Worker) -> None:
         """Reopen ``session`` on ``successor``, then send the prompts it received meanwhile."""
@@ -681,12 +779,16 @@ class WorkerHost:
         try:
             # Its history comes back from the store when there is one.
             self._open_on(successor, session, "restore_or_new").result(CALL_TIMEOUT_S)
-            for setting, value in (("set_model", session.model), ("set_mode", session.mode)):
-                if value is None:
-                    continue
+            sid, model, mode = session.session_id, session.model, session.mode
+            settings: list[ToCommand] = []
+            if model is not None:
+                settings.append(lambda call_id: SetModel(call_id, sid, model))
+            if mode is not None:
+                settings.append(lambda call_id: SetMode(call_id, sid, mode))
+            for setting in settings:
                 with self._lock:
                     call_id, call = self._register(successor, "answer", session)
-                self._send(successor, [setting, call_id, session.session_id, value])
+                self._send(successor, setting(call_id))
                 call.future.result(CALL_TIMEOUT_S)
         except Exception:
             logger.exception("reopening %s on the new worker failed", session.session_id)
@@ -697,14 +799,15 @@ class WorkerHost:
             # Switched under the lock together with sending what waited, so a prompt
             # arriving now queues behind those instead of overtaking them.
             session.worker = successor
-            for payload, later in self._take_deferred(session):
+            for deferred in self._take_deferred(session):
                 call_id, call = self._register(successor, "prompt", session)
-                call.future = later
+                call.turn = deferred.result
                 session.prompts.add(call_id)
-                self._send(successor, ["prompt", call_id, session.session_id], payload)
+                prompt = Prompt(call_id, session.session_id, deferred.parts, deferred.user_message)
+                self._send(successor, prompt)
 
     @staticmethod
-    def _take_deferred(session: _Session) -> list[tuple[bytes, Future[TurnResult]]]:
+    def _take_deferred(session: _Session) -> list[_Deferred]:
         deferred, session.deferred = session.deferred, []
         return deferred
 
@@ -715,11 +818,13 @@ def _resolved(result: TurnResult) -> Future[TurnResult]:
     return future
 
 
-def _down(worker: _Worker) -> str:
-    return f"the worker process serving this session (slot {worker.slot}) is not running"
+def _config(answer: Answer) -> SessionConfig:
+    if not isinstance(answer, SessionConfig):
+        raise ProtocolError(f"a worker answered {answer!r} where a session's settings belong")
+    return answer
 
 
-def _error(kind: str, message: str) -> Exception:
+def _error(kind: ErrorKind, message: str) -> Exception:
     match kind:
         case "unknown_session":
             return SessionHostError(message)
@@ -731,5 +836,7 @@ def _error(kind: str, message: str) -> Exception:
             return StoreReadOnly(message)
         case "invalid":
             return ValueError(message)
-        case _:
+        case "failed":
             return SessionHostError(message)
+        case _:
+            assert_never(kind)

@@ -21,6 +21,15 @@ import orjson
 
 from toolprep.runtime.session_host import SessionHostError
 from toolprep.runtime.workers.front_death import front_env
+from toolprep.runtime.workers.protocol import (
+    PROTOCOL_VERSION,
+    Command,
+    Event,
+    ProtocolError,
+    Ready,
+    decode_event,
+    encode_command,
+)
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
 
 logger = logging.getLogger(__name__)
@@ -70,6 +79,7 @@ class WorkerProcess:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.writer = FrameWriter(self.process.stdin.fileno())
         self.reader = FrameReader(self.process.stdout)
+        self._closed = False
 
     @property
     def pid(self) -> int:
@@ -78,20 +88,35 @@ class WorkerProcess:
     def await_ready(self) -> None:
         """Block until the worker built its runtime; raise if it died trying."""
         try:
-            frame = self.reader.read()
-        except WireError as exc:
-            frame = None
+            first = self.read()
+        except (WireError, ProtocolError) as exc:
+            first = None
             logger.error("worker %d sent no ready frame: %s", self.slot, exc)
-        if frame is None or frame[0][0] != "ready":
-            code = self.process.wait()
-            self.close()
-            raise SessionHostError(f"worker {self.slot} did not start (exit status {code})")
+        match first:
+            case Ready(protocol=protocol) if protocol == PROTOCOL_VERSION:
+                return
+            case Ready(protocol=protocol):
+                self.kill()
+                self.process.wait()
+                self.close()
+                raise SessionHostError(
+                    f"worker {self.slot} speaks worker protocol {protocol}, this front "
+                    f"{PROTOCOL_VERSION}: is the install being upgraded under it?"
+                )
+            case _:
+                code = self.process.wait()
+                self.close()
+                how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+                raise SessionHostError(f"worker {self.slot} did not start ({how})")
 
-    def send(self, header: list[Any], payload: bytes = b"") -> None:
-        self.writer.write(header, payload)
+    def send(self, command: Command) -> None:
+        if self._closed:  # its pipe's descriptor number may belong to another file by now
+            raise OSError(f"worker {self.slot} has ended")
+        self.writer.write(*encode_command(command))
 
-    def read(self) -> tuple[list[Any], bytes] | None:
-        return self.reader.read()
+    def read(self) -> Event | None:
+        frame = self.reader.read()
+        return None if frame is None else decode_event(*frame)
 
     def kill(self) -> None:
         self.process.kill()
@@ -119,6 +144,7 @@ class WorkerProcess:
         return f"exited with status {code}"
 
     def close(self) -> None:
+        self._closed = True
         for pipe in (self.process.stdin, self.process.stdout):
             if pipe is not None:
                 try:

@@ -2,7 +2,7 @@
 
 ``WorkerHost`` routes sessions by id, tracks their open cards and replaces a
 worker that ended; none of that depends on how the frames reach the worker.
-A transport carries the wire frames (``wire``) both ways and says how its
+A transport carries the protocol's messages (``protocol``) both ways and says how its
 worker ended: a child process over pipes (``process.WorkerProcess``) or a
 shard actor on a Ray cluster (``toolprep.runtime.ray_host``). Whichever it
 is, a worker that dies looks the same to the front: ``read`` returns
@@ -12,16 +12,19 @@ is, a worker that dies looks the same to the front: ``read`` returns
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
+
+from toolprep.runtime.workers.protocol import Command, Event
 
 __all__ = ["FrameOutput", "PlacementLog", "TransportFactory", "WorkerTransport"]
 
 
 class FrameOutput(Protocol):
-    """Where a worker loop writes its frames: the pipe to the front, or a Ray stream."""
+    """Where a worker loop writes its events: the pipe to the front, or a Ray stream."""
 
-    def write(self, header: list[Any], payload: bytes = b"") -> None:
-        """Send one whole frame; frames written from several threads never interleave."""
+    def write(self, event: Event) -> None:
+        """Send one event as a whole frame; frames written from several threads never
+        interleave."""
 
 
 class WorkerTransport(Protocol):
@@ -36,18 +39,18 @@ class WorkerTransport(Protocol):
     def await_ready(self) -> None:
         """Block until the worker built its runtime; raise ``SessionHostError`` if it did not."""
 
-    def send(self, header: list[Any], payload: bytes = b"") -> None:
-        """Send one command frame, in order with every earlier one.
+    def send(self, command: Command) -> None:
+        """Send one command, in order with every earlier one.
 
         Raises ``OSError`` when the worker cannot be reached; the reader then
         learns that it ended.
         """
 
-    def read(self) -> tuple[list[Any], bytes] | None:
-        """The next frame from the worker, blocking; ``None`` once it ended.
+    def read(self) -> Event | None:
+        """The next event from the worker, blocking; ``None`` once it ended.
 
-        Called from one thread only. Raises ``WireError`` (or ``OSError`` /
-        ``ValueError``) for something that is not a frame.
+        Called from one thread only. Raises ``WireError`` or ``ProtocolError`` (or
+        ``OSError`` / ``ValueError``) for something that is not an event.
         """
 
     def kill(self) -> None:

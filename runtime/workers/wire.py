@@ -1,7 +1,7 @@
 """Frames on the pipes between the front and a worker.
 
-A frame is a 4-byte big-endian length, then a JSON header (a list whose first
-item names the frame), a newline, and an optional raw payload. Session
+A frame is a 4-byte big-endian length, then a JSON header (an object whose
+``type`` names the message, ``protocol``), a newline, and an optional raw payload. Session
 updates travel as that payload: the worker serialises an update once and the
 front hands the same bytes to the editor connection, never decoding them.
 """
@@ -28,7 +28,7 @@ class WireError(Exception):
     """The pipe carried something that is not a frame: the peer is broken."""
 
 
-def encode_frame(header: list[Any], payload: bytes = b"") -> bytes:
+def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
     body = orjson.dumps(header) + b"\n" + payload
     return _LENGTH.pack(len(body)) + body
 
@@ -39,7 +39,7 @@ class FrameReader:
     def __init__(self, stream: IO[bytes]) -> None:
         self._stream = stream
 
-    def read(self) -> tuple[list[Any], bytes] | None:
+    def read(self) -> tuple[dict[str, Any], bytes] | None:
         prefix = self._read_exactly(_LENGTH.size)
         if prefix is None:
             return None
@@ -56,7 +56,7 @@ class FrameReader:
             header = orjson.loads(body[:end])
         except orjson.JSONDecodeError as exc:
             raise WireError(f"a frame header that is not JSON: {exc}") from None
-        if not isinstance(header, list) or not header or not isinstance(header[0], str):
+        if not isinstance(header, dict) or not isinstance(header.get("type"), str):
             raise WireError(f"a frame header that names no frame: {header!r}")
         return header, body[end + 1 :]
 
@@ -79,7 +79,7 @@ class FrameWriter:
         self._fd = fd
         self._lock = threading.Lock()
 
-    def write(self, header: list[Any], payload: bytes = b"") -> None:
+    def write(self, header: dict[str, Any], payload: bytes = b"") -> None:
         self.write_encoded(encode_frame(header, payload))
 
     def write_encoded(self, frame: bytes) -> None:

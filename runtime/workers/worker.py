@@ -23,14 +23,13 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import IO, Any, assert_never
 
 import orjson
 
+from toolprep.messages.content import Part
 from toolprep.messages.frames import card_change
-from toolprep.messages.modes import check_mode
-from toolprep.messages.permissions import check_outcome
-from toolprep.messages.turns import TurnResult
+from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.host import Runtime
 from toolprep.runtime.mcp.policy import McpRefused
 from toolprep.runtime.mcp.specs import McpServerSpec
@@ -39,25 +38,50 @@ from toolprep.runtime.session_host import (
     ClientRequest,
     EditorCapabilities,
     HostClosed,
+    SessionConfig,
     SessionServedElsewhere,
     StoreReadOnly,
     UnknownModel,
     UnknownSession,
 )
 from toolprep.runtime.stop_signals import dump_stacks_on_signal
-from toolprep.runtime.workers.codec import (
-    dump_config,
-    dump_request,
-    dump_result,
-    load_answer,
-    load_mcp_servers,
-    load_prompt,
-)
 from toolprep.runtime.workers.front_death import FrontWatch
+from toolprep.runtime.workers.protocol import (
+    AnswerEditor,
+    AnswerPermission,
+    Cancel,
+    Close,
+    Command,
+    ConfigReturned,
+    ErrorKind,
+    Event,
+    FlushJournal,
+    Open,
+    OpenHow,
+    Prompt,
+    ProtocolError,
+    Raised,
+    Ready,
+    Requested,
+    Returned,
+    ServedElsewhereRaised,
+    SetMode,
+    SetModel,
+    ShowConfig,
+    Shutdown,
+    ToolGroupChanged,
+    TurnEnded,
+    UnknownModelRaised,
+    Updated,
+    decode_command,
+    encode_event,
+)
 from toolprep.runtime.workers.transport import FrameOutput
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["EventWriter", "PipeSink", "RuntimeFactory", "WorkerLoop", "load_factory", "main"]
 
 RuntimeFactory = Callable[[Any], Runtime]
 
@@ -69,14 +93,24 @@ class PipeSink:
         self._writer = writer
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
-        self._writer.write(["updated", session_id, card_change(update)], orjson.dumps(update))
+        self._writer.write(Updated(session_id, card_change(update), orjson.dumps(update)))
 
     def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
         card = card_change(orjson.loads(update_json))
-        self._writer.write(["updated", session_id, card], update_json)
+        self._writer.write(Updated(session_id, card, update_json))
 
     def send_request(self, session_id: str, request: ClientRequest) -> None:
-        self._writer.write(["requested", session_id, dump_request(request)])
+        self._writer.write(Requested(session_id, request))
+
+
+class EventWriter:
+    """The ``FrameOutput`` of a worker process: each event as one frame on its stdout."""
+
+    def __init__(self, frames: FrameWriter) -> None:
+        self._frames = frames
+
+    def write(self, event: Event) -> None:
+        self._frames.write(*encode_event(event))
 
 
 def load_factory(spec: str) -> RuntimeFactory:
@@ -92,7 +126,11 @@ def load_factory(spec: str) -> RuntimeFactory:
 
 class WorkerLoop:
     """Carries out the front's commands on the runtime, whichever way they travel: read
-    from a pipe (``run``), or handed over one call each (``step``, as a Ray shard does)."""
+    from a pipe (``run``), or handed over one call each (``step``, as a Ray shard does).
+
+    A command that names something that is not there (a session, a request) is answered
+    with the error; one that is not a command at all (``ProtocolError``) ends the worker.
+    """
 
     def __init__(self, runtime: Runtime, writer: FrameOutput) -> None:
         self.runtime = runtime
@@ -102,70 +140,49 @@ class WorkerLoop:
     def run(self, commands: IO[bytes]) -> None:
         reader = FrameReader(commands)
         while (frame := reader.read()) is not None:
-            if not self.step(*frame):
+            if not self.step(decode_command(*frame)):
                 return
         self.runtime.shutdown()  # the front went away: end the turns it can no longer see
 
-    def step(self, header: list[Any], payload: bytes) -> bool:
+    def step(self, command: Command) -> bool:
         """Carry out one command; False after the last one (shutdown)."""
-        if header[0] == "shutdown":
-            self.runtime.shutdown(timeout=float(header[1]))
-            return False
-        self.handle(header, payload)
-        return True
-
-    def handle(self, header: list[Any], payload: bytes) -> None:
-        match header:
-            case [
-                "open",
-                int(call_id),
-                str(sid),
-                str(cwd),
-                bool(can_read),
-                bool(can_write),
-                "new" | "restore" | "restore_or_new" as how,
-                list(servers),
-            ]:
-                editor = EditorCapabilities(read_text_file=can_read, write_text_file=can_write)
-                specs = load_mcp_servers(servers)
-                self._answer(call_id, lambda: self._open(sid, cwd, editor, how, specs))
-            case ["prompt", int(call_id), str(sid)]:
-                self._prompt(call_id, sid, payload)
-            case ["cancel", str(sid)]:
+        runtime = self.runtime
+        match command:
+            case Shutdown(timeout):
+                runtime.shutdown(timeout=timeout)
+                return False
+            case Open(call_id, sid, cwd, editor, how, servers):
+                self._answer(call_id, lambda: self._open(sid, cwd, editor, how, servers))
+            case Prompt(call_id, sid, parts, user_message):
+                self._prompt(call_id, sid, parts, user_message)
+            case Cancel(sid):
                 with contextlib.suppress(UnknownSession):
-                    self.runtime.cancel(sid)
-            case ["close", str(sid)]:
+                    runtime.cancel(sid)
+            case Close(sid):
                 with contextlib.suppress(UnknownSession):
-                    self.runtime.close_session(sid)
-            case ["answer_permission", int(call_id), str(sid), str(rid), str(outcome)]:
-                self._answer(
-                    call_id,
-                    lambda: self.runtime.answer_permission(sid, rid, check_outcome(outcome)),
-                )
-            case ["answer_editor", int(call_id), str(sid), str(rid), answer]:
-                self._answer(
-                    call_id,
-                    lambda: self.runtime.answer_editor(sid, rid, load_answer(answer)),
-                )
-            case ["session_config", int(call_id), str(sid)]:
-                self._answer(call_id, lambda: dump_config(self.runtime.session_config(sid)))
-            case ["flush_journal", int(call_id), str(_sid)]:
-                self._answer(call_id, self.runtime.flush_journal)
-            case ["set_model", int(call_id), str(sid), str(model)]:
-                self._answer(call_id, lambda: dump_config(self.runtime.set_model(sid, model)))
-            case ["set_mode", int(call_id), str(sid), str(mode)]:
-                self._answer(
-                    call_id, lambda: dump_config(self.runtime.set_mode(sid, check_mode(mode)))
-                )
+                    runtime.close_session(sid)
+            case AnswerPermission(call_id, sid, rid, outcome):
+                self._answer(call_id, lambda: runtime.answer_permission(sid, rid, outcome))
+            case AnswerEditor(call_id, sid, rid, answer):
+                self._answer(call_id, lambda: runtime.answer_editor(sid, rid, answer))
+            case ShowConfig(call_id, sid):
+                self._answer(call_id, lambda: runtime.session_config(sid))
+            case FlushJournal(call_id, _sid):
+                self._answer(call_id, runtime.flush_journal)
+            case SetModel(call_id, sid, model):
+                self._answer(call_id, lambda: runtime.set_model(sid, model))
+            case SetMode(call_id, sid, mode):
+                self._answer(call_id, lambda: runtime.set_mode(sid, mode))
             case _:
-                raise WireError(f"not a worker command: {header!r}")
+                assert_never(command)
+        return True
 
     def _open(
         self,
         session_id: str,
         cwd: str,
         editor: EditorCapabilities,
-        how: str,
+        how: OpenHow,
         servers: tuple[McpServerSpec, ...],
     ) -> str:
         """Open the session here; its MCP servers start in this process, beside it."""
@@ -186,9 +203,14 @@ class WorkerLoop:
             )
         return session_id
 
-    def _prompt(self, call_id: int, session_id: str, payload: bytes) -> None:
+    def _prompt(
+        self,
+        call_id: int,
+        session_id: str,
+        parts: tuple[Part, ...],
+        user_message: UserMessage | None,
+    ) -> None:
         try:
-            parts, user_message = load_prompt(orjson.loads(payload))
             reply = self.runtime.prompt(session_id, parts, user_message)
         except Exception as exc:
             self._raise(call_id, exc)
@@ -199,30 +221,32 @@ class WorkerLoop:
                 result = done.result()
             except Exception as exc:
                 result = TurnResult(None, error=f"the turn failed: {exc!r}")
-            self.writer.write(["returned", call_id, dump_result(result)])
+            self.writer.write(TurnEnded(call_id, result))
 
         reply.add_done_callback(returned)
 
-    def _answer(self, call_id: int, call: Callable[[], Any]) -> None:
+    def _answer(self, call_id: int, call: Callable[[], str | bool | SessionConfig | None]) -> None:
         try:
             value = call()
         except Exception as exc:
             self._raise(call_id, exc)
             return
-        self.writer.write(["returned", call_id, value])
+        if isinstance(value, SessionConfig):
+            self.writer.write(ConfigReturned(call_id, value))
+        else:
+            self.writer.write(Returned(call_id, value))
 
     def _raise(self, call_id: int, exc: Exception) -> None:
+        kind: ErrorKind
         match exc:
             case UnknownModel():  # the front raises it again, naming the choices
-                self.writer.write(["raised", call_id, "unknown_model", exc.model, exc.models])
+                self.writer.write(UnknownModelRaised(call_id, exc.model, tuple(exc.models)))
                 return
             case SessionServedElsewhere():  # raised again too, naming the process
-                self.writer.write(
-                    ["raised", call_id, "served_elsewhere", exc.session_id, exc.holder]
-                )
+                self.writer.write(ServedElsewhereRaised(call_id, exc.session_id, exc.holder))
                 return
             case StoreReadOnly():  # the front raises it again, so the agent names the cause
-                self.writer.write(["raised", call_id, "store_read_only", exc.cause])
+                self.writer.write(Raised(call_id, "store_read_only", exc.cause))
                 return
             case UnknownSession():
                 kind = "unknown_session"
@@ -234,7 +258,7 @@ class WorkerLoop:
                 kind = "invalid"
             case _:
                 kind = "failed"
-        self.writer.write(["raised", call_id, kind, str(exc) or repr(exc)])
+        self.writer.write(Raised(call_id, kind, str(exc) or repr(exc)))
 
 
 def report_tool_groups(runtime: Runtime, writer: FrameOutput) -> None:
@@ -242,7 +266,7 @@ def report_tool_groups(runtime: Runtime, writer: FrameOutput) -> None:
     should this process die."""
 
     def changed(pgid: int, live: bool) -> None:
-        writer.write(["tool_group", pgid, live])
+        writer.write(ToolGroupChanged(pgid, live))
 
     for groups in runtime.watched_process_groups():
         groups.on_change = changed
@@ -285,13 +309,13 @@ def main(argv: list[str]) -> int:
     front.stop_tools = runtime.kill_tool_processes_now
     front.check()  # it may have died while the runtime was being built
     tune_process_for_daemon()
-    writer = FrameWriter(frames_out)
+    writer = EventWriter(FrameWriter(frames_out))
     report_tool_groups(runtime, writer)
-    writer.write(["ready", os.getpid()])
+    writer.write(Ready(os.getpid()))
     commands = open(sys.stdin.fileno(), "rb", closefd=False)  # noqa: SIM115
     try:
         WorkerLoop(runtime, writer).run(commands)
-    except (WireError, orjson.JSONDecodeError) as exc:
+    except (WireError, ProtocolError) as exc:
         logger.error("the front sent something that is no command (%s); stopping", exc)
         runtime.shutdown()
         return 1

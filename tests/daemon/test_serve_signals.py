@@ -8,7 +8,6 @@ thread is, and must not cost the sessions anything.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -21,7 +20,7 @@ from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import DaemonProcess
 from tests.support.fake_provider import FakeProviderServer
-from tests.support.processes import alive
+from tests.support.processes import alive, worker_pids_of
 from tests.support.runtime_harness import lifecycle
 
 DEADLINE_S = 60.0  # far above what a clean stop takes; only a hang comes near it
@@ -84,25 +83,13 @@ def test_sigquit_dumps_every_thread_and_the_daemon_goes_on(
     assert _stopped_by(daemon, signal.SIGTERM) == 0
 
 
-def _workers_of(pid: int) -> list[int]:
-    """The worker processes among ``pid``'s children (a thread or child may end meanwhile)."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
-            for child in (task / "children").read_text().split():
-                words = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-                if b"toolprep.runtime.workers.worker" in words:
-                    found.append(int(child))
-    return found
-
-
 def test_workers_outlive_a_hangup_of_the_group_and_dump_their_stacks(
     start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
 ) -> None:
     """A closed terminal signals the whole process group: the workers leave ending to
     their front, and Ctrl-\\ dumps their stacks as it does the front's."""
     daemon = start_daemon("--no-persist", "--workers", "2")
-    workers = _workers_of(daemon.process.pid)
+    workers = worker_pids_of(daemon.process.pid)
     assert len(workers) == 2
     for pid in workers:
         os.kill(pid, signal.SIGHUP)
@@ -119,5 +106,5 @@ def test_workers_outlive_a_hangup_of_the_group_and_dump_their_stacks(
         assert client.result(client.prompt(session_id), DEADLINE_S)["stopReason"] == "end_turn"
     finally:
         client.close()
-    assert sorted(_workers_of(daemon.process.pid)) == sorted(workers)  # none was replaced
+    assert sorted(worker_pids_of(daemon.process.pid)) == sorted(workers)  # none was replaced
     assert _stopped_by(daemon, signal.SIGTERM) == 0

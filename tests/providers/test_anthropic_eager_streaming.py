@@ -33,8 +33,8 @@ from tests.support.runtime_harness import (
     lifecycle,
     tool_frames,
 )
-from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import Content, TextPart
+from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
 from toolprep.runtime.providers.base import ModelRequest

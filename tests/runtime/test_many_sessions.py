@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
-from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import TextPart
+from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import build_provider
 from toolprep.testing.bench_tool import bench_registry

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support.runtime_harness import RecordingTool
-from toolprep.actors.stream_reader import ModelRoute
+from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import build_provider
 from toolprep.runtime.retry import RetryPolicy

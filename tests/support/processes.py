@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -63,3 +64,15 @@ def none_with_argument_within(argument: str, seconds: float) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def worker_pids_of(pid: int) -> list[int]:
+    """The worker processes among ``pid``'s children (a thread or child may end meanwhile)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            for child in (task / "children").read_text().split():
+                words = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+                if b"toolprep.runtime.workers.worker" in words:
+                    found.append(int(child))
+    return found

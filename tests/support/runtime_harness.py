@@ -20,9 +20,9 @@ from typing import Any
 
 from tests.support.acp_schema import validate_update
 from tests.support.fake_provider import FakeProviderServer
-from toolprep.actors.stream_reader import ModelRoute
 from toolprep.messages.content import TextPart
 from toolprep.messages.turns import TurnResult
+from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.event_loops import EventLoopChoice
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider

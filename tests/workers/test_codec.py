@@ -1,4 +1,5 @@
-"""What crosses the worker pipes comes back as the same typed value, or fails clearly."""
+"""What crosses the worker pipes (and what the store keeps) comes back as the same typed
+value, or fails clearly."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
+from toolprep.messages import codec as messages_codec
+from toolprep.messages.codec import CodecError
 from toolprep.messages.content import (
     FunctionCall,
     FunctionCallPart,
@@ -29,7 +32,6 @@ from toolprep.runtime.session_host import (
     WriteTextFile,
 )
 from toolprep.runtime.workers import codec
-from toolprep.runtime.workers.wire import WireError
 
 
 def _through_json(value: Any) -> Any:
@@ -44,7 +46,7 @@ def test_parts_round_trip() -> None:
         FunctionCallPart(FunctionCall("c1", "read_file", {"path": "a"})),
         FunctionResponsePart(FunctionResponse("c1", "read_file", {"output": "x"}, is_error=True)),
     ]
-    assert codec.load_parts(_through_json(codec.dump_parts(parts))) == parts
+    assert messages_codec.load_parts(_through_json(messages_codec.dump_parts(parts))) == parts
 
 
 @pytest.mark.parametrize(
@@ -56,7 +58,7 @@ def test_parts_round_trip() -> None:
     ],
 )
 def test_turn_results_round_trip(result: TurnResult) -> None:
-    assert codec.load_result(_through_json(codec.dump_result(result))) == result
+    assert messages_codec.load_result(_through_json(messages_codec.dump_result(result))) == result
 
 
 @pytest.mark.parametrize(
@@ -65,8 +67,8 @@ def test_turn_results_round_trip(result: TurnResult) -> None:
 )
 def test_prompts_round_trip(user_message: UserMessage | None) -> None:
     parts = [TextPart("hi")]
-    dumped = _through_json(codec.dump_prompt(parts, user_message))
-    assert codec.load_prompt(dumped) == (parts, user_message)
+    dumped = _through_json(messages_codec.dump_prompt(parts, user_message))
+    assert messages_codec.load_prompt(dumped) == (parts, user_message)
 
 
 @pytest.mark.parametrize(
@@ -90,17 +92,29 @@ def test_editor_answers_round_trip(answer: EditorAnswer) -> None:
 @pytest.mark.parametrize(
     ("load", "raw", "error"),
     [
-        (codec.load_parts, {"type": "text"}, "must be a list"),
-        (codec.load_parts, [{"type": "image", "data": "..."}], "not a prompt part"),
-        (codec.load_prompt, [{"type": "text", "text": "hi"}], "not a prompt"),
+        (messages_codec.load_parts, {"type": "text"}, "must be a list"),
+        (messages_codec.load_parts, [{"type": "image", "data": "..."}], "not a prompt part"),
+        (messages_codec.load_prompt, [{"type": "text", "text": "hi"}], "not a prompt"),
         (
-            codec.load_prompt,
+            messages_codec.load_prompt,
             {"parts": [], "user_message": {"id": "msg_1", "blocks": ["hi"]}},
             "not a prompt",
         ),
-        (codec.load_result, {"stop_reason": "bored", "error": None, "usage": None}, "bored"),
-        (codec.load_result, {"stop_reason": None, "error": 3, "usage": None}, "must be text"),
-        (codec.load_result, {"stop_reason": None, "error": None, "usage": [1]}, "token usage"),
+        (
+            messages_codec.load_result,
+            {"stop_reason": "bored", "error": None, "usage": None},
+            "bored",
+        ),
+        (
+            messages_codec.load_result,
+            {"stop_reason": None, "error": 3, "usage": None},
+            "must be text",
+        ),
+        (
+            messages_codec.load_result,
+            {"stop_reason": None, "error": None, "usage": [1]},
+            "token usage",
+        ),
         (
             codec.load_request,
             {"type": "read", "id": "r", "path": "/a", "line": "3", "limit": None},
@@ -111,7 +125,7 @@ def test_editor_answers_round_trip(answer: EditorAnswer) -> None:
     ],
 )
 def test_malformed_values_are_refused_by_name(load: Any, raw: Any, error: str) -> None:
-    with pytest.raises(WireError, match=error):
+    with pytest.raises(CodecError, match=error):
         load(raw)
 
 
@@ -127,6 +141,40 @@ def test_mcp_servers_round_trip_in_their_acp_shape() -> None:
     assert codec.load_mcp_servers(dumped) == specs
 
 
-def test_malformed_mcp_servers_are_a_wire_error() -> None:
-    with pytest.raises(WireError, match=r"mcp_servers\[0\]\.command"):
+def test_malformed_mcp_servers_are_a_codec_error() -> None:
+    with pytest.raises(CodecError, match=r"mcp_servers\[0\]\.command"):
         codec.load_mcp_servers([{"name": "echo", "args": [], "env": []}])
+
+
+def test_runtime_options_round_trip_as_a_worker_receives_them() -> None:
+    import argparse
+
+    from toolprep.runtime.cli import build_parser
+    from toolprep.runtime.mcp.policy import McpPolicy
+    from toolprep.runtime.options import RuntimeOptions
+
+    line = "acp --provider replay --fallback-model m2 --scrub-env A --pass-env B_TOKEN"
+    args = build_parser().parse_args([*line.split(), "--mode", "plan", "--data-dir", "/d"])
+    assert isinstance(args, argparse.Namespace)
+    policy = McpPolicy(any_command=False, commands=frozenset({"npx"}), any_address=True)
+    options = RuntimeOptions.from_arguments(args).with_front("pid 1 on h", policy)
+    assert options.fallback_model == ("m2",) and options.pass_env == ("B_TOKEN",)
+    assert codec.load_options(_through_json(codec.dump_options(options))) == options
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"max_retries": "3"}, "max_retries cannot be '3'"),
+        ({"max_retries": True}, "max_retries cannot be True"),
+        ({"scrub_env": ["A", 3]}, "as text"),
+        ({"mcp_policy": {"any_command": "yes"}}, "not an MCP policy"),
+        ({"surprise": 1}, "not runtime options"),
+    ],
+)
+def test_malformed_runtime_options_are_refused_by_name(change: dict[str, Any], error: str) -> None:
+    from toolprep.runtime.options import RuntimeOptions
+
+    raw = {**codec.dump_options(RuntimeOptions()), **change}
+    with pytest.raises(CodecError, match=error):
+        codec.load_options(raw)

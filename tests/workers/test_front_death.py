@@ -27,6 +27,7 @@ FRONT = """
 import subprocess, sys, threading, time
 import orjson
 from toolprep.runtime.workers.process import WorkerProcess, WorkerSpec
+from toolprep.runtime.workers.protocol import ShowConfig
 
 factory, config, env, cwd = orjson.loads(sys.argv[1])
 started = []
@@ -43,9 +44,9 @@ starter.start()
 starter.join()
 [worker] = started
 holder = subprocess.Popen(["sleep", "600"], pass_fds=[worker.process.stdin.fileno()])
-worker.send(["session_config", 1, "no-such-session"])
+worker.send(ShowConfig(1, "no-such-session"))
 answer = worker.read()
-print(worker.pid, holder.pid, answer[0][1] if answer else "none", flush=True)
+print(worker.pid, holder.pid, answer.call_id if answer else "none", flush=True)
 time.sleep(600)
 """
 

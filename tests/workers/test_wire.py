@@ -21,18 +21,18 @@ from toolprep.runtime.workers.wire import (
 json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20)
 
 
-@given(st.lists(json_scalars, min_size=1, max_size=6), st.binary(max_size=200))
-def test_frames_round_trip(items: list[object], payload: bytes) -> None:
-    header = ["kind", *items]
-    stream = io.BytesIO(encode_frame(header, payload) + encode_frame(["next"]))
+@given(st.dictionaries(st.text(max_size=8), json_scalars, max_size=6), st.binary(max_size=200))
+def test_frames_round_trip(fields: dict[str, object], payload: bytes) -> None:
+    header = {**fields, "type": "kind"}
+    stream = io.BytesIO(encode_frame(header, payload) + encode_frame({"type": "next"}))
     reader = FrameReader(stream)
     assert reader.read() == (header, payload)
-    assert reader.read() == (["next"], b"")
+    assert reader.read() == ({"type": "next"}, b"")
     assert reader.read() is None
 
 
 def test_a_frame_cut_short_is_an_error_not_an_end() -> None:
-    frame = encode_frame(["updated", "s1", None], b'{"a":1}')
+    frame = encode_frame({"type": "updated", "session": "s1", "card": None}, b'{"a":1}')
     with pytest.raises(WireError, match="ended inside a frame"):
         FrameReader(io.BytesIO(frame[:-3])).read()
     with pytest.raises(WireError, match="ended inside a frame"):
@@ -53,6 +53,8 @@ def test_an_absurd_length_is_refused_before_reading_it() -> None:
         (b'{"a": 1}\n', "names no frame"),
         (b"[]\n", "names no frame"),
         (b"[1, 2]\n", "names no frame"),
+        (b'["ready", 4]\n', "names no frame"),  # protocol 1's positional headers
+        (b'{"type": 3}\n', "names no frame"),
     ],
 )
 def test_headers_that_name_no_frame_are_refused(body: bytes, error: str) -> None:
@@ -69,9 +71,9 @@ def test_the_writer_writes_whole_frames_through_a_pipe() -> None:
         with os.fdopen(read_fd, "rb") as reading:
             import threading
 
-            sender = threading.Thread(target=writer.write, args=(["big"], payload))
+            sender = threading.Thread(target=writer.write, args=({"type": "big"}, payload))
             sender.start()
-            assert FrameReader(reading).read() == (["big"], payload)
+            assert FrameReader(reading).read() == ({"type": "big"}, payload)
             sender.join()
     finally:
         os.close(write_fd)

@@ -18,8 +18,9 @@ from tests.session_host.recording import RecordingFrameSink
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import gone_within
 from toolprep.messages.content import TextPart
-from toolprep.runtime.session_host import SessionHostError
+from toolprep.runtime.session_host import NoWorkerAvailable, SessionHostError
 from toolprep.runtime.workers import WorkerHost, WorkerSpec
+from toolprep.runtime.workers.backoff import RestartBackoff
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter
 
 KIND = "anthropic"
@@ -42,29 +43,76 @@ def test_workers_that_cannot_build_a_runtime_fail_the_host_clearly(
         WorkerHost(WorkerSpec(factory, config, env), workers=2)
 
 
-def test_a_slot_over_its_restart_budget_stays_down_and_the_others_serve(tmp_path: Path) -> None:
+LONG_WAIT = RestartBackoff(first_delay=3600.0, max_delay=3600.0)
+"""A second crash in a row keeps the slot down for the rest of the test."""
+
+
+def _kill_and_await_replacement(host: WorkerHost, pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    assert gone_within(pid, TURN_S)
+    deadline = time.monotonic() + TURN_S
+    while pid in host.worker_pids():
+        assert time.monotonic() < deadline, host.worker_pids()
+        time.sleep(0.05)
+
+
+def test_a_slot_that_keeps_dying_waits_and_the_others_serve(tmp_path: Path) -> None:
     with FakeProviderServer() as server:
-        host = WorkerHost(worker_spec(KIND, server), workers=2, max_restarts=0)
+        host = WorkerHost(worker_spec(KIND, server), workers=2, backoff=LONG_WAIT)
         try:
             doomed_sink, other_sink = RecordingFrameSink(), RecordingFrameSink()
             doomed = host.open_session(tmp_path, doomed_sink)
             other = host.open_session(tmp_path, other_sink)
-            first, second = host.worker_pids()
-            os.kill(first, signal.SIGKILL)
-            assert gone_within(first, TURN_S)
+            doomed_slot = host.slot_of(doomed)
+            first = host.worker_pids()[doomed_slot]
+            _kill_and_await_replacement(host, first)
+            # A first crash is replaced at once, and the session moved over.
             deadline = time.monotonic() + TURN_S
-            while first in host.worker_pids() or len(host.worker_pids()) != 1:
+            while len(host.worker_pids()) != 2:
                 assert time.monotonic() < deadline, host.worker_pids()
                 time.sleep(0.05)
+            assert host.restarts == 1
+            successor = host.worker_pids()[doomed_slot]
+            _kill_and_await_replacement(host, successor)
+            (second,) = host.worker_pids()
             result = host.prompt(doomed, [TextPart("hello")]).result(TURN_S)
             assert result.stop_reason is None
-            assert result.error is not None and "is not running" in result.error
+            assert result.error is not None
+            assert result.error.startswith(
+                f"no worker available: worker {doomed_slot} was killed by signal 9 (2 times in "
+            ), result.error
+            assert "s); next restart in 3600 s" in result.error, result.error
 
             server.enqueue(sc.ok(sc.text_turn(KIND, "Fine here.")), sc.ok(sc.text_turn(KIND)))
             assert host.prompt(other, [TextPart("hello")]).result(TURN_S).stop_reason == "end_turn"
             newcomer = host.open_session(tmp_path, RecordingFrameSink())
+            assert host.slot_of(newcomer) != doomed_slot
             assert host.prompt(newcomer, [TextPart("hi")]).result(TURN_S).stop_reason == "end_turn"
             assert host.worker_pids() == [second]
+        finally:
+            host.shutdown(timeout=5)  # wakes the waiting slot: the test ends now, not in an hour
+
+
+def test_with_every_slot_waiting_a_new_session_is_refused_naming_the_wait(
+    tmp_path: Path,
+) -> None:
+    with FakeProviderServer() as server:
+        host = WorkerHost(worker_spec(KIND, server), workers=1, backoff=LONG_WAIT)
+        try:
+            _kill_and_await_replacement(host, host.worker_pids()[0])
+            deadline = time.monotonic() + TURN_S
+            while not host.worker_pids():
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            _kill_and_await_replacement(host, host.worker_pids()[0])
+            with pytest.raises(NoWorkerAvailable) as refused:
+                host.open_session(tmp_path, RecordingFrameSink())
+            message = str(refused.value)
+            assert message.startswith(
+                "no worker available: worker 0 was killed by signal 9 (2 times in "
+            ), message
+            assert message.endswith("s); next restart in 3600 s"), message
+            assert 3500 < refused.value.retry_after <= 3600
         finally:
             host.shutdown(timeout=5)
 
@@ -83,8 +131,8 @@ def test_a_worker_given_a_broken_command_stops_with_a_clear_error(tmp_path: Path
         assert process.stdin is not None and process.stdout is not None
         try:
             ready = FrameReader(process.stdout).read()
-            assert ready is not None and ready[0][0] == "ready"
-            FrameWriter(process.stdin.fileno()).write(["explode", 1, 2, 3])
+            assert ready is not None and ready[0]["type"] == "ready"
+            FrameWriter(process.stdin.fileno()).write({"type": "explode", "call": 1})
             _out, err = process.communicate(timeout=TURN_S)
         finally:
             if process.poll() is None:
@@ -94,7 +142,7 @@ def test_a_worker_given_a_broken_command_stops_with_a_clear_error(tmp_path: Path
                 if pipe is not None and not pipe.closed:
                     pipe.close()
         assert process.returncode == 1
-        assert b"not a worker command: ['explode', 1, 2, 3]" in err
+        assert b"not a worker command: {'type': 'explode', 'call': 1}" in err
 
 
 def test_the_worker_entry_point_explains_its_usage() -> None:
