@@ -493,7 +493,14 @@ def _mode(mode: str) -> SessionMode:
 
 def _error_kind(kind: str) -> ErrorKind:
     match kind:
-        case "unknown_session" | "host_closed" | "mcp_refused" | "invalid" | "failed":
+        case (
+            "unknown_session"
+            | "host_closed"
+            | "mcp_refused"
+            | "store_read_only"
+            | "invalid"
+            | "failed"
+        ):
             return kind
         case _:
             raise ProtocolError(f"not an error kind: {kind!r}")

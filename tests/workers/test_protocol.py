@@ -87,6 +87,7 @@ EVENTS: list[Event] = [
     TurnEnded(5, TurnResult("end_turn", usage=Usage(3, 4))),
     TurnEnded(6, TurnResult(None, error="the provider said no")),
     Raised(7, "mcp_refused", "--allow-mcp-stdio is off"),
+    Raised(7, "store_read_only", "database or disk is full"),
     UnknownModelRaised(8, "model-z", ("model-a",)),
     ServedElsewhereRaised(9, "s1", "pid 12 on host"),
 ]
