@@ -266,6 +266,7 @@ class WorkerHost:
         editor: EditorCapabilities = NO_EDITOR,
         replay: bool = True,
         mcp_servers: Sequence[McpServerSpec] = (),
+        after_seq: int = 0,
     ) -> None:
         if self._store is None:
             raise UnknownSession(session_id)
@@ -276,7 +277,7 @@ class WorkerHost:
             # journal has written what it sent, and the session goes on where it is.
             if replay:
                 self._ask(session_id, ["flush_journal"])
-                for frame in self._store.encoded_frames(session_id):
+                for frame in self._store.encoded_frames(session_id, after_seq):
                     sink.send_encoded_update(session_id, frame)
             return
         info = self._store.info(session_id)
@@ -284,7 +285,7 @@ class WorkerHost:
         if replay:
             # The worker closed what a crash had left open before it restored the session,
             # and no turn can start before this returns, so nothing overtakes these.
-            for frame in self._store.encoded_frames(session_id):
+            for frame in self._store.encoded_frames(session_id, after_seq):
                 sink.send_encoded_update(session_id, frame)
 
     def list_sessions(
