@@ -84,7 +84,9 @@ class FrameHistory:
 
     def after(self, after_seq: int) -> Iterator[bytes]:
         """The frames a client that saw frame ``after_seq`` lacks, in order."""
-        past = 2 * after_seq
+        # Frames without numbers only (a session kept without a store): a number the
+        # client holds cannot come from this log, so it gets all of it.
+        past = 2 * after_seq if self._last_place >= 2 else -2
         for block in self._sealed:
             if block.places[-1] <= past:
                 continue

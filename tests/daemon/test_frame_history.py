@@ -89,3 +89,14 @@ def test_a_client_resumes_after_the_last_frame_it_saw_sealed_or_not() -> None:
     assert list(history.after(24)) == [mark, *second]
     assert list(history.after(26)) == second[1:]
     assert list(history.after(49)) == []
+
+
+def test_a_log_without_numbers_is_replayed_whole_whatever_the_client_asks_after() -> None:
+    """A session kept without a store numbers no frame: a number a client sends cannot
+    be from this log, and skipping frames by it would lose them."""
+    history = FrameHistory()
+    sent = _turn(0)
+    for frame in sent:
+        history.append(frame)
+    assert history.last_seq == 0
+    assert list(history.after(3)) == sent
