@@ -14,7 +14,6 @@ import contextlib
 import os
 import random
 import signal
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.runtime_harness import check_cards, is_discarded, lifecycle, message_text
+from tests.support.sqlite_lock import write_locked
 from toolprep.messages import frames as fr
 
 KIND = "anthropic"
@@ -96,17 +96,6 @@ def test_a_load_resumes_after_the_last_frame_the_client_saw(tmp_path: Path) -> N
     assert resumed[0] == second_question
     assert refused["error"]["code"] == INVALID_PARAMS
     assert "'_meta.toolprep.afterSeq' must be a frame number" in refused["error"]["message"]
-
-
-@contextlib.contextmanager
-def write_locked(db: Path) -> Iterator[None]:
-    """Another process holds the session database's write lock."""
-    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as other:
-        other.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        finally:
-            other.execute("ROLLBACK")
 
 
 def test_a_store_locked_past_its_busy_timeout_loses_no_frame_silently(tmp_path: Path) -> None:

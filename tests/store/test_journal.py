@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ import pytest
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import RecordingSink, check_cards, harness, lifecycle
+from tests.support.sqlite_lock import write_locked
 from toolprep.messages import frames as fr
 from toolprep.messages.content import Content, TextPart
 from toolprep.runtime.session_host import UnknownSession
@@ -136,17 +136,6 @@ def journal_on(
             yield journal, store, db
         finally:
             assert journal.close(timeout=LONG_BUSY_S)
-
-
-@contextlib.contextmanager
-def write_locked(db: Path) -> Iterator[None]:
-    """Another connection holds the database's write lock."""
-    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as other:
-        other.execute("BEGIN EXCLUSIVE")
-        try:
-            yield
-        finally:
-            other.execute("ROLLBACK")
 
 
 def record_turn(journal: StoreJournal, session_id: str, n: int) -> list[dict[str, Any]]:

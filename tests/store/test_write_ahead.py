@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import orjson
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import check_cards, harness, lifecycle, message_text
+from tests.support.sqlite_lock import write_locked
 from toolprep.messages import frames as fr
 from toolprep.runtime.store import SessionStore
 from toolprep.runtime.tools.base import ToolContext, ToolKind, ToolOutput
@@ -63,17 +64,6 @@ class StartCheckingTool:
         ]
         self.saw_start.append(len(starts) == 1)
         return ToolOutput(llm_output="logged")
-
-
-@contextlib.contextmanager
-def write_locked(db: Path) -> Iterator[None]:
-    """Another process holds the database's write lock."""
-    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as other:
-        other.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        finally:
-            other.execute("ROLLBACK")
 
 
 def test_a_tool_with_effects_runs_after_its_start_is_stored(tmp_path: Path) -> None:
