@@ -3,7 +3,10 @@
 Every update of a session passes through this one actor, so the order in which
 roles *sent* frames (causally: tracker before executor before supervisor) is
 the order the client reads them, and the turn result is written only after
-every frame that was sent before it. A failing write is logged and counted,
+every frame that was sent before it. With a journal, each frame is numbered
+and kept before it is sent; a card's end and a tool's start are stored
+before any client sees them, and a turn's frames and history before its
+result. A failing write is logged and counted,
 never raised: during cleanup, one broken write must not stop the other
 discards.
 """
@@ -17,6 +20,7 @@ from typing import Any
 
 from toolprep.actors.base import EMITTER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
+from toolprep.messages.frames import card_change
 from toolprep.messages.sinks import FrameJournal, SessionSink
 from toolprep.messages.turns import (
     AskPermission,
@@ -63,35 +67,40 @@ class AcpEmitter(RoleActor):
         self.state.sinks.pop(msg.session_id, None)
         _resolve(msg.closed, None)
 
-    def _write(self, sink: SessionSink | None, session_id: str, update: dict[str, Any]) -> None:
-        meta = update.get("_meta")
-        if (
-            meta is not None
-            and update["sessionUpdate"] in ("tool_call", "tool_call_update")
-            and card_suppressed(meta.get("toolName", ""))
-        ):
-            return
-        if sink is None:
-            return
+    def _write(self, sink: SessionSink, session_id: str, update: dict[str, Any]) -> None:
         try:
             sink.send_update(session_id, update)
             self.state.frames_written += 1
         except Exception as exc:  # a broken client must not take the runtime down
             self.state.write_failures += 1
             logger.warning("frame write for %s failed: %r", session_id, exc)
-        journal = self.state.journal
-        if journal is not None:
-            journal.record(session_id, update)
 
     def on_frames(self, msg: WriteFrames) -> None:
+        """Number and keep the frames, store them first if they must be (a card's end, a
+        tool's start), then send them."""
         sink = self.state.sinks.get(msg.session_id)
-        for update in msg.updates:
-            self._write(sink, msg.session_id, update)
+        updates = [u for u in msg.updates if not _suppressed(u)]
+        unstored: str | None = None
+        journal = self.state.journal
+        if sink is not None and journal is not None and updates:
+            updates = [journal.record(msg.session_id, update) for update in updates]
+            if msg.stored is not None or any(_ends_card(update) for update in updates):
+                unstored = journal.commit(msg.session_id)
+        if sink is not None:
+            for update in updates:
+                self._write(sink, msg.session_id, update)
+        if msg.stored is not None:
+            _resolve(msg.stored, unstored)
 
     def on_turn_result(self, msg: DeliverTurnResult) -> None:
+        """The turn's frames and history are stored before its result goes out; if they could
+        not all be, the session's clients are told so first."""
         journal = self.state.journal
-        if journal is not None and msg.session_id in self.state.sinks:
-            journal.turn_ended(msg.session_id, msg.history, rewritten=msg.rewritten)
+        sink = self.state.sinks.get(msg.session_id)
+        if journal is not None and sink is not None:
+            notice = journal.turn_ended(msg.session_id, msg.history, rewritten=msg.rewritten)
+            if notice is not None:
+                self._write(sink, msg.session_id, notice)
         _resolve(msg.reply, msg.result)
 
     def on_ask_permission(self, msg: AskPermission) -> None:
@@ -114,6 +123,20 @@ class AcpEmitter(RoleActor):
             _resolve(msg.reply, outcome)
 
         answer.add_done_callback(relay)
+
+
+def _suppressed(update: dict[str, Any]) -> bool:
+    meta = update.get("_meta")
+    return (
+        meta is not None
+        and update["sessionUpdate"] in ("tool_call", "tool_call_update")
+        and card_suppressed(meta.get("toolName", ""))
+    )
+
+
+def _ends_card(update: dict[str, Any]) -> bool:
+    card = card_change(update)
+    return card is not None and card[2]
 
 
 def _resolve(future: Future[Any], value: Any) -> None:

@@ -60,6 +60,7 @@ from toolprep.runtime.tools.permissions import (
     ALLOWED_OUTCOMES,
     CANCELLED_WHILE_WAITING,
     AlwaysAllowed,
+    is_read_only,
     mode_rule,
     permission_scope,
     refused_in_plan_mode,
@@ -78,17 +79,29 @@ class HeldStart:
     after the card's terminal frame.
     """
 
-    def __init__(self, directory: RoleDirectory, session_id: str, frame: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        directory: RoleDirectory,
+        session_id: str,
+        frame: dict[str, Any],
+        *,
+        write_ahead: bool,
+    ) -> None:
         self._directory = directory
         self._session_id = session_id
         self._frame: dict[str, Any] | None = frame
+        self._write_ahead = write_ahead
         self._lock = threading.Lock()
 
-    def release(self) -> None:
+    def release(self) -> Future[str | None] | None:
+        """Send the frame; for a call with effects, returns what says once it is stored."""
+        stored: Future[str | None] | None = Future() if self._write_ahead else None
         with self._lock:
-            if self._frame is not None:
-                self._directory.tell(EMITTER, WriteFrames(self._session_id, (self._frame,)))
-                self._frame = None
+            if self._frame is None:
+                return None
+            self._directory.tell(EMITTER, WriteFrames(self._session_id, (self._frame,), stored))
+            self._frame = None
+        return stored
 
     @contextlib.contextmanager
     def settled(self) -> Iterator[dict[str, Any] | None]:
@@ -235,12 +248,19 @@ class ToolExecutor(RoleActor):
             case _:
                 assert_never(rule)
         describe = functools.partial(describe, title=title)
+        # A call with effects runs only once its start is in the session's log, so a
+        # process that dies while it runs leaves a card that says it may have run.
+        write_ahead = not is_read_only(tool)
+        stored: Future[str | None] | None = None
         if asks_first:
             if not request.prepared:  # the card opens now, waiting
                 self._frames(session_id, describe(prepared=False, status="pending"))
-            batch.held = HeldStart(self.directory, session_id, describe(prepared=True))
+            started = describe(prepared=True)
+            batch.held = HeldStart(self.directory, session_id, started, write_ahead=write_ahead)
         else:
-            self._frames(session_id, describe(prepared=request.prepared))
+            stored = Future() if write_ahead else None
+            started = describe(prepared=request.prepared)
+            self.directory.tell(EMITTER, WriteFrames(session_id, (started,), stored))
         context = ToolContext(
             session_id=session_id,
             cwd=cwd,
@@ -264,7 +284,7 @@ class ToolExecutor(RoleActor):
         attempt, call_id = batch.attempt, request.call_id
         directory = self.directory
         assert self.state.pool is not None
-        future = self.state.pool.submit(tool.run, call.args, context)
+        future = self.state.pool.submit(_run_once_stored, tool, call.args, context, stored)
 
         def done(f: Future[ToolOutput]) -> None:
             # Through the directory, so a result outlives a restart of this role.
@@ -296,11 +316,12 @@ class ToolExecutor(RoleActor):
         """
         directory = self.directory
         always_allowed = self.state.always_allowed
+        timeout = self.timeout
 
         def ask(permission: PermissionRequest) -> PermissionOutcome:
             if always_allowed.covers(session_id, scope):
                 if held is not None and not cancelled.is_set():
-                    held.release()
+                    _await_stored(held.release(), request.call.name, timeout)
                 return "allow_always"
             tool_call = {
                 "toolCallId": request.call_id,
@@ -321,7 +342,7 @@ class ToolExecutor(RoleActor):
             if answer == "allow_always":
                 always_allowed.remember(session_id, scope)
             if held is not None and answer in ALLOWED_OUTCOMES and not cancelled.is_set():
-                held.release()
+                _await_stored(held.release(), request.call.name, timeout)
             return answer
 
         return ask
@@ -469,6 +490,27 @@ class ToolExecutor(RoleActor):
         pool = self.state.pool
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _await_stored(stored: Future[str | None] | None, tool_name: str, timeout: float | None) -> None:
+    """Return once the call's start is stored; raise ``ToolError`` (it does not run) if it
+    could not be."""
+    if stored is None:
+        return
+    try:
+        unstored = stored.result(timeout)
+    except TimeoutError:
+        unstored = f"the session store took no write for {timeout or 0:g} s"
+    if unstored is not None:
+        raise ToolError(f"{tool_name} was not run: its start could not be saved ({unstored})")
+
+
+def _run_once_stored(
+    tool: Tool, args: Mapping[str, Any], ctx: ToolContext, stored: Future[str | None] | None
+) -> ToolOutput:
+    """On a tool worker: the call runs once its start is stored (see ``_await_stored``)."""
+    _await_stored(stored, tool.name, ctx.timeout)
+    return tool.run(args, ctx)
 
 
 def _granted(_permission: PermissionRequest) -> PermissionOutcome:

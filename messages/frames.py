@@ -51,9 +51,18 @@ def preparing(call_id: str, tool_name: str, kind: str) -> dict[str, Any]:
 
 
 DiscardReason = Literal[
-    "retry", "model_fallback", "cancel", "stream_error", "crash", "max_tokens", "refusal"
+    "retry",
+    "model_fallback",
+    "cancel",
+    "stream_error",
+    "crash",
+    "max_tokens",
+    "refusal",
+    "interrupted",
 ]
-"""Why a card's call never ran: ``_meta.discardReason`` of its terminal frame."""
+"""Why a card's call never ran, or (``interrupted``) why it never ended: ``_meta.discardReason``
+of its terminal frame. ``crash`` is a card whose call had not started when its process died;
+``interrupted`` one whose start was written (the tool may have run, or half run)."""
 
 
 def discard_title(tool_name: str, reason: DiscardReason, next_model: str | None = None) -> str:
@@ -73,6 +82,8 @@ def discard_title(tool_name: str, reason: DiscardReason, next_model: str | None 
             why = "the reply hit the token limit"
         case "refusal":
             why = "the model refused"
+        case "interrupted":
+            return f"{tool_name}: interrupted, it may have run (the agent stopped before it ended)"
         case _:
             assert_never(reason)
     return f"{tool_name}: not run, {why}"
@@ -232,6 +243,60 @@ def session_info_update(title: str, updated_at: float) -> dict[str, Any]:
 
 
 TERMINAL_STATUSES = frozenset({"completed", "failed"})
+
+META_KEY = "toolprep"
+"""The key of toolprep's own fields in a frame's ``_meta``: ``{"seq": n}`` numbers the frame in
+its session's log, ``{"gap": {...}}`` marks frames the log lacks."""
+
+_SEQ_TAIL = b'"' + META_KEY.encode() + b'":{"seq":'
+
+
+def numbered(update: dict[str, Any], seq: int) -> dict[str, Any]:
+    """``update`` as its session's frame number ``seq``: ``_meta.toolprep.seq``.
+
+    ``_meta`` goes last and the number last in it, so the encoded frame ends with
+    ``"toolprep":{"seq":N}}}`` and ``seq_of_encoded`` reads it back without parsing.
+    """
+    meta = dict(update.get("_meta") or {})
+    meta.pop(META_KEY, None)
+    meta[META_KEY] = {"seq": seq}
+    framed = {key: value for key, value in update.items() if key != "_meta"}
+    framed["_meta"] = meta
+    return framed
+
+
+def seq_of(update: dict[str, Any]) -> int | None:
+    """The frame's number in its session's log, None if it has none."""
+    meta = update.get("_meta")
+    ours = meta.get(META_KEY) if isinstance(meta, dict) else None
+    seq = ours.get("seq") if isinstance(ours, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
+def seq_of_encoded(frame: bytes) -> int | None:
+    """``seq_of`` an encoded frame ``numbered`` wrote, read from its tail; None otherwise."""
+    if not frame.endswith(b"}}}"):
+        return None
+    start = frame.rfind(_SEQ_TAIL)
+    if start < 0:
+        return None
+    digits = frame[start + len(_SEQ_TAIL) : -3]
+    return int(digits) if digits.isdigit() else None
+
+
+def gap_mark(missing: int, after_seq: int) -> dict[str, Any]:
+    """What a replay shows where the log lacks ``missing`` frames after ``after_seq``: they
+    were sent to the clients then but could not be stored."""
+    noun = "update was" if missing == 1 else "updates were"
+    return {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {
+            "type": "text",
+            "text": f"\n[{missing} {noun} not saved here: the session store could not "
+            "write them]\n",
+        },
+        "_meta": {META_KEY: {"gap": {"afterSeq": after_seq, "missing": missing}}},
+    }
 
 
 def card_change(update: dict[str, Any]) -> tuple[str, str, bool] | None:

@@ -25,14 +25,24 @@ class SessionSink(Protocol):
 class FrameJournal(Protocol):
     """Keeps what sessions sent and saw, so they can be loaded again later.
 
-    The emitter calls it on its own thread, after each frame reached the
+    The emitter calls it on its own thread, before each frame reaches the
     session's sink and before a turn's result is delivered; it must not raise.
     """
 
-    def record(self, session_id: str, update: dict[str, Any]) -> None: ...
+    def record(self, session_id: str, update: dict[str, Any]) -> dict[str, Any]:
+        """Keep ``update``; returns it as the clients are to get it (numbered in the log)."""
+        ...
+
+    def commit(self, session_id: str) -> str | None:
+        """Store what the session recorded so far; None once stored, else why it is not."""
+        ...
 
     def turn_ended(
         self, session_id: str, history: tuple[Content, ...], *, rewritten: bool = False
-    ) -> None:
-        """Keep ``history``; ``rewritten``: its start was replaced (compacted), not appended to."""
+    ) -> dict[str, Any] | None:
+        """Keep ``history``; ``rewritten``: its start was replaced (compacted), not appended to.
+
+        Returns None if all the session recorded is stored, else a frame for its clients
+        saying what is not and why (kept like any other).
+        """
         ...

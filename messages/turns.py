@@ -317,10 +317,16 @@ class WorkerReturned:
 
 @dataclass(frozen=True, slots=True)
 class WriteFrames:
-    """A session's ACP ``session/update`` payloads, written in order by the emitter."""
+    """A session's ACP ``session/update`` payloads, written in order by the emitter.
+
+    ``stored``, if given, is resolved once the frames are in the session's log
+    (None) or could not be (why not): a tool with effects waits for its start
+    to be stored before it runs.
+    """
 
     session_id: str
     updates: tuple[dict[str, Any], ...]
+    stored: Future[str | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

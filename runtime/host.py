@@ -282,6 +282,7 @@ class Runtime:
         editor: EditorCapabilities = NO_EDITOR,
         replay: bool = True,
         mcp_servers: Sequence[McpServerSpec] = (),
+        after_seq: int = 0,
     ) -> None:
         """Open a stored session, or attach to it if this process has it open already.
 
@@ -293,7 +294,7 @@ class Runtime:
         if self.has_session(session_id):
             if replay and self.store is not None:
                 self._wait_for_journal(f"replaying {session_id}")
-                for frame in self.store.encoded_frames(session_id):
+                for frame in self.store.encoded_frames(session_id, after_seq):
                     sink.send_encoded_update(session_id, frame)
             return
         self.restore_session(
@@ -301,7 +302,7 @@ class Runtime:
         )
         if replay and self.store is not None:
             # No turn can start before this returns, so nothing overtakes them.
-            for frame in self.store.encoded_frames(session_id):
+            for frame in self.store.encoded_frames(session_id, after_seq):
                 sink.send_encoded_update(session_id, frame)
 
     def list_sessions(
@@ -368,6 +369,10 @@ class Runtime:
             if create_in_store and self.store is not None:
                 self.store.create(session_id, cwd, self.routes[0].model)
                 self.store.set_mode(session_id, mode)
+            if self.journal is not None and self.store is not None:
+                # Its frames are numbered on from what its log holds.
+                last_seq = 0 if create_in_store else self.store.last_seq(session_id)
+                self.journal.start_session(session_id, last_seq)
             # Started before the session can take a prompt, so its first turn has the tools.
             own_tools = self.mcp.open(session_id, cwd, mcp_servers)
         except BaseException:

@@ -340,15 +340,17 @@ class SessionArchive(Protocol):
         editor: EditorCapabilities = NO_EDITOR,
         replay: bool = True,
         mcp_servers: Sequence[McpServerSpec] = (),
+        after_seq: int = 0,
     ) -> None:
         """Open a stored session again, history included, its output going to ``sink``.
 
         ``mcp_servers`` are the ones given now (servers are not stored), as for
         ``SessionHost.open_session``.
 
-        With ``replay`` the frames it sent before reach ``sink`` first, ahead
-        of anything new, before this returns; every card among them is
-        terminal (a card a crash left open has been given its discard).
+        With ``replay`` the frames it sent before (those numbered after
+        ``after_seq``: a client that has the rest resumes) reach ``sink``
+        first, ahead of anything new, before this returns; every card among
+        them is terminal (a card a crash left open has been given its discard).
         Raises ``UnknownSession`` if nothing is stored under the id,
         ``ValueError`` if the session is open already.
         """

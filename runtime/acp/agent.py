@@ -24,7 +24,7 @@ from typing import Any, assert_never
 
 import orjson
 
-from toolprep.messages.frames import MODEL_OPTION, iso8601, session_options
+from toolprep.messages.frames import META_KEY, MODEL_OPTION, iso8601, session_options
 from toolprep.messages.modes import MODE_OPTION, MODES, UnknownMode, check_mode, mode_state
 from toolprep.messages.permissions import SELECTABLE_OUTCOMES, PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult, UserMessage
@@ -261,6 +261,24 @@ def _session_directory(params: Any) -> tuple[str, tuple[McpServerSpec, ...]]:
     return cwd, servers
 
 
+def _after_seq(params: Any) -> int:
+    """``_meta.toolprep.afterSeq`` of ``session/load``: the number of the last frame the
+    client has (each ``session/update`` carries its number as ``_meta.toolprep.seq``); the
+    replay sends only the frames after it. 0, or absent: the whole session."""
+    meta = params.get("_meta")
+    ours = meta.get(META_KEY) if isinstance(meta, dict) else None
+    if ours is None:
+        return 0
+    after = ours.get("afterSeq", 0) if isinstance(ours, dict) else None
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise RpcError(
+            INVALID_PARAMS,
+            f"Invalid params: '_meta.{META_KEY}.afterSeq' must be a frame number (an integer "
+            f">= 0), not {after!r}",
+        )
+    return after
+
+
 def _answer_in_background(
     servers: tuple[McpServerSpec, ...], open_session: Callable[[], dict[str, Any]]
 ) -> dict[str, Any] | Future[dict[str, Any]]:
@@ -402,17 +420,27 @@ class AcpAgent:
     def _reopen(self, params: Any, *, replay: bool) -> Any:
         session_id = require(params, "sessionId", str)
         _cwd, servers = _session_directory(params)
+        after_seq = _after_seq(params)
         return _answer_in_background(
-            servers, lambda: self._reopen_checked(session_id, servers, replay)
+            servers, lambda: self._reopen_checked(session_id, servers, replay, after_seq)
         )
 
     def _reopen_checked(
-        self, session_id: str, servers: tuple[McpServerSpec, ...], replay: bool
+        self,
+        session_id: str,
+        servers: tuple[McpServerSpec, ...],
+        replay: bool,
+        after_seq: int = 0,
     ) -> dict[str, Any]:
         assert self.archive is not None
         try:
             self.archive.load_session(
-                session_id, self._sink, editor=self._editor(), replay=replay, mcp_servers=servers
+                session_id,
+                self._sink,
+                editor=self._editor(),
+                replay=replay,
+                mcp_servers=servers,
+                after_seq=after_seq,
             )
         except UnknownSession as exc:
             raise RpcError(SESSION_NOT_FOUND, str(exc)) from None

@@ -132,8 +132,13 @@ class SessionPool:
         editor: EditorCapabilities,
         replay: bool,
         mcp_servers: Sequence[McpServerSpec] = (),
+        after_seq: int = 0,
     ) -> None:
         """Attach ``client`` to the session, opening it from the store if it is not live.
+
+        Either way the client's replay comes from the shared session's frames, the
+        session's log (loaded from the store when the session opens here), from
+        frame ``after_seq`` on.
 
         A live session keeps the MCP servers it was opened with: ``mcp_servers``
         only start with a session that is opened here. Either way they must be allowed.
@@ -144,7 +149,7 @@ class SessionPool:
             live = self._sessions.get(session_id)
         if live is not None:
             self._cancel_timer(session_id)
-            live.attach(client, replay=replay)
+            live.attach(client, replay=replay, after_seq=after_seq)
             return
         if self.archive is None:
             raise UnknownSession(session_id)
@@ -157,7 +162,7 @@ class SessionPool:
         except BaseException:
             self._forget(session_id)
             raise
-        shared.attach(client, replay=replay)
+        shared.attach(client, replay=replay, after_seq=after_seq)
 
     def session(self, session_id: str) -> SharedSession:
         with self._lock:
@@ -383,9 +388,10 @@ class PoolClient:
         editor: EditorCapabilities = NO_EDITOR,
         replay: bool = True,
         mcp_servers: Sequence[McpServerSpec] = (),
+        after_seq: int = 0,
     ) -> None:
         client = self._bind(sink, session_id)
-        self._pool.load(client, session_id, editor, replay, mcp_servers)
+        self._pool.load(client, session_id, editor, replay, mcp_servers, after_seq)
 
     def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None

@@ -105,15 +105,16 @@ class SharedSession:
 
     # --- the connections' side ------------------------------------------------------------
 
-    def attach(self, client: ClientConnection, *, replay: bool) -> None:
-        """Add ``client``; with ``replay`` it is sent every frame so far, before any new one.
+    def attach(self, client: ClientConnection, *, replay: bool, after_seq: int = 0) -> None:
+        """Add ``client``; with ``replay`` it is sent every frame so far numbered after
+        ``after_seq``, before any new one.
 
         A client attached already stays attached once; a load from it is still
         answered with the replay it asked for (an editor reloading its thread).
         """
         with self._lock:
             if replay:
-                for frame in self._frames:
+                for frame in self._frames.after(after_seq):
                     self._deliver(client, frame)
             if client in self._attached:
                 return

@@ -1,31 +1,32 @@
 """``StoreJournal``: the emitter's ``FrameJournal`` backed by a ``SessionStore``.
 
-Frames are buffered per session and handed to the store when a card opens,
-when it reaches its terminal update and when a turn ends (with the history
-the turn left), so a crash loses at most the running turn's frames since
-then, plus the little that was handed over and not written yet; and every
-card it had open is in the store, where the next process discards it.
+Every frame a session sends is numbered here, before it reaches any client
+(``_meta.toolprep.seq``, one count per session, carried on from what the
+store holds), and stored under that number: the store's frame log is the
+one log of the session, and a client that saw frame ``n`` can ask for what
+came after it.
 
-The writes run on a thread of their own. The emitter serves every session
-of the runtime, so a database locked by another process (for up to the
-store's busy timeout) or a slow disk must not hold back the frames of them
-all. One writer keeps SQLite's one-writer rule, and since it applies the
-batches in the order they were handed over, a session's frames are appended
-in the order they were sent and a turn's history is saved after its frames.
-``flush`` waits for what was handed over, so whoever reads the store (a
-session being loaded) sees it; ``close`` writes it all before the store goes.
+Frames are buffered per session and handed to the writer when a card opens,
+starts or ends, and when a turn ends (with the history the turn left). Some
+of those hand-overs are waited for (``commit``): a card's terminal frame
+and a tool's start are stored before any client sees them, and a turn's
+frames and history are stored before its reply goes out. So a crash loses
+at most the running turn's text since its last card, and never a card a
+client saw finished or a call that may have run.
 
-A store that fails (disk full, locked, corrupt) costs the record, not the
-session: the error is logged with what was lost and the writer goes on; a
-cause that keeps failing is logged once per interval with a count
+The writes run on a thread of their own, one writer for SQLite's one-writer
+rule, applying batches in the order they were handed over. When the writer
+falls ``max_pending`` batches behind (a store stalled by another process's
+lock, a slow disk), handing over waits for room: the sessions slow down,
+memory stays bounded and nothing is dropped. A write the store refuses
+(locked past its busy timeout, disk full, read-only) is counted against its
+session, and the session's next turn end says so (``turn_ended`` returns the
+notice the emitter sends); the frame numbers it lost stay unused, so a
+replay shows a gap mark where they were. A lost history is repaired by the
+session's next turn end, which writes every entry the store lacks (the whole
+history, if the lost one was a compacted one that had to be written whole).
+A cause that keeps failing is logged once per interval with a count
 (``failure_log``).
-Should the writer fall ``max_pending`` batches behind (a store stalled for
-long), further batches are dropped and counted instead of queued, so memory
-stays bounded and the emitter never waits for the disk; the loss is logged
-when it starts and counted after each write. A dropped history is repaired
-by the session's next turn end, which writes every entry the store lacks
-(the whole history, if the lost one was a compacted one that had to be
-written whole); dropped frames are missing from the session's replay.
 """
 
 from __future__ import annotations
@@ -37,61 +38,87 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolprep.messages.content import Content
-from toolprep.messages.frames import card_change
+from toolprep.messages.frames import agent_message_chunk, card_change, numbered
 from toolprep.runtime.store.failure_log import FailureLog
 from toolprep.runtime.store.session_store import SessionStore, StoreError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_PENDING", "THREAD_NAME", "StoreJournal"]
+__all__ = ["COMMIT_WAIT_S", "MAX_PENDING", "THREAD_NAME", "StoreJournal"]
 
 MAX_PENDING = 10_000
 THREAD_NAME = "toolprep-journal"
 
+COMMIT_WAIT_S = 120.0
+"""How long a commit waits for the writer before it counts its frames as not stored: far
+past any busy timeout, since every write ends (stored or refused) within one."""
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class _Frames:
     session_id: str
     frames: list[dict[str, Any]]
+    error: str | None = None
+    notice: bool = False
+    """A turn end's notice of a loss: losing it too is not reported again."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _History:
     session_id: str
     history: tuple[Content, ...]
     rewritten: bool = False
+    error: str | None = None
 
 
 _Job = _Frames | _History
 
 
 @dataclass(slots=True)
-class _Dropped:
-    """Batches refused since the writer last reported them: a long stall logs one line per
-    round of writes, not one per refused batch."""
+class _Loss:
+    """What a session's writes lost since its last turn end said so."""
 
     frames: int = 0
     histories: int = 0
-    sessions: set[str] = field(default_factory=set)
+    causes: list[str] = field(default_factory=list)
 
-    def add(self, job: _Job) -> None:
+    def add(self, job: _Job, cause: str) -> None:
         if isinstance(job, _Frames):
             self.frames += len(job.frames)
         else:
             self.histories += 1
-        self.sessions.add(job.session_id)
+        if cause not in self.causes:
+            self.causes.append(cause)
+
+    def notice(self) -> str:
+        lost = []
+        if self.frames:
+            lost.append(f"{self.frames} update{'s' if self.frames != 1 else ''}")
+        if self.histories:
+            lost.append("the conversation history")
+        return (
+            f"the session could not be saved: {'; '.join(self.causes)} "
+            f"({' and '.join(lost)} not stored)"
+        )
 
 
 class StoreJournal:
-    """``record`` and ``turn_ended`` come from the emitter's thread only, so the
-    per-session buffers need no lock; the queue to the writer has one."""
+    """``record``, ``commit`` and ``turn_ended`` come from the emitter's thread only, so the
+    per-session buffers need no lock; the numbers and the queue to the writer have one."""
 
-    def __init__(self, store: SessionStore, *, max_pending: int = MAX_PENDING) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        max_pending: int = MAX_PENDING,
+        commit_wait_s: float = COMMIT_WAIT_S,
+    ) -> None:
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending}")
         self.store = store
         self.max_pending = max_pending
-        self.dropped_frames = 0
+        self.commit_wait_s = commit_wait_s
+        self.lost_frames = 0
         self._pending: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
@@ -99,8 +126,10 @@ class StoreJournal:
         self._queue: deque[_Job] = deque()
         self._handed = 0
         self._done = 0
-        self._dropped = _Dropped()
-        self._dropping = False
+        self._last_seq: dict[str, int] = {}
+        # Each session's last batch handed over since its turn began (the emitter's thread).
+        self._last_handed: dict[str, tuple[int, _Job]] = {}
+        self._losses: dict[str, _Loss] = {}
         # Sessions whose compacted history was not saved: their next one is written whole.
         self._rewrite_owed: set[str] = set()
         self._closing = False
@@ -108,64 +137,130 @@ class StoreJournal:
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self._thread.start()
 
+    # --- numbering ------------------------------------------------------------------------
+
+    def start_session(self, session_id: str, last_seq: int) -> None:
+        """The session's log holds frames up to ``last_seq``: its next frame is the one after
+        (or after the last this journal numbered, should those not all be stored)."""
+        with self._lock:
+            self._last_seq[session_id] = max(self._last_seq.get(session_id, 0), last_seq)
+
+    def _next_seq(self, session_id: str) -> int:
+        with self._lock:
+            last = self._last_seq.get(session_id)
+        if last is None:  # not started here: carry on from the store's log
+            try:
+                last = self.store.last_seq(session_id)
+            except StoreError as exc:
+                logger.error("numbering the frames of %s from 1: %s", session_id, exc)
+                last = 0
+        with self._lock:
+            last = max(last, self._last_seq.get(session_id, 0)) + 1
+            self._last_seq[session_id] = last
+        return last
+
     # --- the emitter's side -------------------------------------------------------------
 
-    def record(self, session_id: str, update: dict[str, Any]) -> None:
-        self._pending.setdefault(session_id, []).append(update)
-        card = card_change(update)
-        # A card's first frame is written at once too, so a process killed mid-turn
-        # leaves it in the store as open, and the next one gives it its discard.
-        if card is not None and (card[2] or update["sessionUpdate"] == "tool_call"):
-            self._hand_over(self._take(session_id))
+    def record(self, session_id: str, update: dict[str, Any]) -> dict[str, Any]:
+        """Number ``update`` and keep it; returns it numbered, as the clients get it."""
+        framed = numbered(update, self._next_seq(session_id))
+        self._pending.setdefault(session_id, []).append(framed)
+        card = card_change(framed)
+        # A card's opening and start are handed over at once too, so a process killed
+        # mid-turn leaves it in the store as open (started or not), and the next one
+        # gives it its discard.
+        opens = update["sessionUpdate"] == "tool_call" or update.get("status") == "in_progress"
+        if card is not None and (card[2] or opens):
+            self._hand_over(_Frames(session_id, self._pending.pop(session_id)))
+        return framed
+
+    def commit(self, session_id: str) -> str | None:
+        """Store the session's frames recorded so far, and wait until they are.
+
+        Returns None once they are stored, else why they are not (they count
+        against the session, and its turn end says so).
+        """
+        frames = self._take(session_id)
+        if frames is not None:
+            self._hand_over(frames)
+        last = self._last_handed.get(session_id)
+        return None if last is None else self._wait_for_written(*last)
 
     def turn_ended(
         self, session_id: str, history: tuple[Content, ...], *, rewritten: bool = False
-    ) -> None:
+    ) -> dict[str, Any] | None:
+        """Store the turn's frames and ``history``, and wait until they are.
+
+        Returns None if everything the session recorded since its last turn
+        end is stored, else a notice for its clients naming what is not and
+        why: an ``agent_message_chunk``, numbered and handed to the writer
+        (not waited for), so once the store takes writes again a replay shows
+        the frames before it that it lacks as a gap.
+        """
         with self._lock:
             if session_id in self._rewrite_owed:
                 self._rewrite_owed.discard(session_id)
                 rewritten = True
-        self._hand_over(self._take(session_id), _History(session_id, history, rewritten))
+        job = _History(session_id, history, rewritten)
+        frames = self._take(session_id)
+        if frames is not None:
+            self._hand_over(frames)
+        self._wait_for_written(self._hand_over(job), job)
+        self._last_handed.pop(session_id, None)
+        with self._lock:
+            loss = self._losses.pop(session_id, None)
+        if loss is None:
+            return None
+        notice = loss.notice()
+        logger.error("session %s: %s", session_id, notice)
+        framed = numbered(agent_message_chunk(f"\n[{notice}]\n"), self._next_seq(session_id))
+        self._hand_over(_Frames(session_id, [framed], notice=True))
+        return framed
 
     def _take(self, session_id: str) -> _Frames | None:
         frames = self._pending.pop(session_id, None)
         return _Frames(session_id, frames) if frames else None
 
-    def _hand_over(self, *jobs: _Job | None) -> None:
-        refused: list[_Job] = []
+    def _hand_over(self, job: _Job) -> int:
+        """Queue ``job``, waiting while the writer is ``max_pending`` batches behind;
+        returns the count of batches handed over once it is among them."""
         with self._lock:
-            closing = self._closing
-            for job in jobs:
-                if job is None:
-                    continue
-                if closing or self._handed - self._done >= self.max_pending:
-                    refused.append(job)
-                else:
-                    self._queue.append(job)
-                    self._handed += 1
-            self._work.notify()
-            starts_dropping = bool(refused) and not closing and not self._dropping
-            if refused and not closing:
-                self._dropping = True
-                for job in refused:
-                    self._dropped.add(job)
-                    self._owe_rewrite(job)
-                    if isinstance(job, _Frames):
-                        self.dropped_frames += len(job.frames)
-        if closing:
-            for job in refused:
-                logger.error("%s not saved: the journal is closed", _describe(job))
-        elif starts_dropping:
-            logger.error(
-                "the session store is %d batches behind: new frames are dropped until it "
-                "catches up",
-                self.max_pending,
+            self._written.wait_for(
+                lambda: self._closing or self._handed - self._done < self.max_pending
             )
+            closed = self._closing
+            if not closed:
+                self._queue.append(job)
+                self._handed += 1
+                self._work.notify()
+            else:
+                job.error = "the journal is closed"
+                self._count_loss(job, job.error)
+            ticket = self._handed
+        if closed:
+            logger.error("%s not saved: the journal is closed", _describe(job))
+        self._last_handed[job.session_id] = (ticket, job)
+        return ticket
+
+    def _wait_for_written(self, ticket: int, job: _Job) -> str | None:
+        with self._lock:
+            if not self._written.wait_for(lambda: self._done >= ticket, self.commit_wait_s):
+                cause = f"the session store took no write for {self.commit_wait_s:.0f} s"
+                if job.error is None:
+                    job.error = cause
+                    self._count_loss(job, cause)
+            return job.error
 
     # --- waiting for the writer ---------------------------------------------------------
 
+    @property
+    def behind(self) -> int:
+        """Batches handed over and not written (or refused) yet; at most ``max_pending``."""
+        with self._lock:
+            return self._handed - self._done
+
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until everything handed over so far is written (or failed and logged).
+        """Wait until everything handed over so far is written (or failed and counted).
 
         True if it was within ``timeout``. Frames of a running turn that wait
         for their card's end or the turn's end are not handed over yet.
@@ -183,6 +278,7 @@ class StoreJournal:
         with self._lock:
             self._closing = True
             self._work.notify()
+            self._written.notify_all()
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
@@ -197,35 +293,30 @@ class StoreJournal:
                     return
                 jobs = list(self._queue)
                 self._queue.clear()
-            writes = _coalesce(jobs)
-            for n, (job, count) in enumerate(writes, 1):
-                self._apply(job)
-                if n == len(writes):  # before the last is counted, so a flush sees it logged
-                    self._report_dropped()
+            for write, carried in _coalesce(jobs):
+                error = self._apply(write)
                 with self._lock:
-                    self._done += count
+                    if error is not None:
+                        for job in carried:
+                            if job.error is None:
+                                job.error = error
+                                self._count_loss(job, error)
+                    self._done += len(carried)
                     self._written.notify_all()
 
-    def _report_dropped(self) -> None:
-        with self._lock:
-            dropped, self._dropped = self._dropped, _Dropped()
-            self._dropping = self._dropping and bool(self._queue)
-        if dropped.sessions:
-            logger.error(
-                "%d frames and %d histories of %d sessions (%s) were not saved: "
-                "the session store fell behind",
-                dropped.frames,
-                dropped.histories,
-                len(dropped.sessions),
-                ", ".join(sorted(dropped.sessions)[:5]),
-            )
-
-    def _owe_rewrite(self, job: _Job) -> None:
-        """Remember a lost compacted history (with the lock held): the next is saved whole."""
-        if isinstance(job, _History) and job.rewritten:
+    def _count_loss(self, job: _Job, cause: str) -> None:
+        """With the lock held: the session's next turn end reports it; a lost compacted
+        history makes the next one be saved whole."""
+        if isinstance(job, _Frames):
+            self.lost_frames += len(job.frames)
+            if job.notice:
+                return
+        elif job.rewritten:
             self._rewrite_owed.add(job.session_id)
+        self._losses.setdefault(job.session_id, _Loss()).add(job, cause)
 
-    def _apply(self, job: _Job) -> None:
+    def _apply(self, job: _Job) -> str | None:
+        """Write ``job``; None if it is stored, else why not (logged here)."""
         try:
             if isinstance(job, _Frames):
                 self.store.append_frames(job.session_id, job.frames)
@@ -234,29 +325,35 @@ class StoreJournal:
         except StoreError as exc:
             kind = "frame" if isinstance(job, _Frames) else "history"
             self._failures.failed(kind, exc.cause, f"{_describe(job)} not saved: {exc}")
-            with self._lock:
-                self._owe_rewrite(job)
-        except Exception:  # the writer serves every session: one bad write must not stop it
+            return _cause(exc)
+        except Exception as exc:  # the writer serves every session: one bad write must not stop it
             logger.exception("%s not saved", _describe(job))
-            with self._lock:
-                self._owe_rewrite(job)
+            return repr(exc)
+        return None
 
 
-def _coalesce(jobs: list[_Job]) -> list[tuple[_Job, int]]:
+def _cause(exc: StoreError) -> str:
+    """What SQLite said, without the file and the step the log line names already."""
+    text = str(exc)
+    return text.rpartition(": ")[2] or text
+
+
+def _coalesce(jobs: list[_Job]) -> list[tuple[_Job, list[_Job]]]:
     """Consecutive frame batches of one session become one write (one transaction, same
-    order); each write comes with how many batches it carries."""
-    merged: list[tuple[_Job, int]] = []
+    order); each write comes with the batches it carries."""
+    merged: list[tuple[_Job, list[_Job]]] = []
     for job in jobs:
         if merged:
-            last, count = merged[-1]
+            last, carried = merged[-1]
             if (
                 isinstance(job, _Frames)
                 and isinstance(last, _Frames)
                 and last.session_id == job.session_id
             ):
-                merged[-1] = (_Frames(job.session_id, last.frames + job.frames), count + 1)
+                frames = _Frames(job.session_id, last.frames + job.frames)
+                merged[-1] = (frames, [*carried, job])
                 continue
-        merged.append((job, 1))
+        merged.append((job, [job]))
     return merged
 
 

@@ -49,6 +49,15 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sessions ADD COLUMN mode TEXT;
     """,
+    # 2 -> 3: every frame carries its number in the session's log (``_meta.toolprep.seq``,
+    # the ``seq`` it is stored under), so a client can resume after it; an open card
+    # remembers whether its call started (its ``in_progress`` frame was written).
+    """
+    UPDATE frames SET frame = CAST(
+        json_set(CAST(frame AS TEXT), '$._meta.toolprep', json_object('seq', seq)) AS BLOB
+    );
+    ALTER TABLE open_cards ADD COLUMN started INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -48,7 +48,14 @@ import orjson
 
 from toolprep.messages.codec import dump_content, load_content
 from toolprep.messages.content import Content
-from toolprep.messages.frames import card_change, discarded
+from toolprep.messages.frames import (
+    DiscardReason,
+    card_change,
+    discarded,
+    gap_mark,
+    numbered,
+    seq_of,
+)
 from toolprep.runtime.session_host import (
     SessionInfo,
     SessionServedElsewhere,
@@ -394,19 +401,35 @@ class SessionStore:
                 raise StoreError(f"session id {session_id} was already used") from None
         return SessionInfo(session_id, cwd, model, None, now, now)
 
-    def append_frames(self, session_id: str, frames: Sequence[dict[str, Any]]) -> None:
-        """Add ``frames`` to the session's log, after what it holds, in order."""
+    def append_frames(self, session_id: str, frames: Sequence[dict[str, Any]]) -> int:
+        """Add ``frames`` to the session's log, in order; returns the last one's number.
+
+        A frame ``numbered`` already (the journal numbers each as it is sent) is
+        stored under its number; one without is given the next after what the log
+        holds. A number the log holds already is refused, never overwritten.
+        """
         if not frames:
-            return
+            return self.last_seq(session_id)
         with self._transaction(f"record frames of {session_id}") as db:
             self._require(db, session_id)
             (last,) = db.execute(
                 "SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?", (session_id,)
             ).fetchone()
-            db.executemany(
-                "INSERT INTO frames (session_id, seq, frame) VALUES (?, ?, ?)",
-                [(session_id, last + n, orjson.dumps(f)) for n, f in enumerate(frames, 1)],
-            )
+            rows = []
+            for frame in frames:
+                seq = seq_of(frame)
+                if seq is None:
+                    seq = last + 1
+                    frame = numbered(frame, seq)
+                last = max(last, seq)
+                rows.append((session_id, seq, orjson.dumps(frame)))
+            try:
+                db.executemany("INSERT INTO frames (session_id, seq, frame) VALUES (?, ?, ?)", rows)
+            except sqlite3.IntegrityError:
+                raise StoreError(
+                    f"cannot record frames of {session_id} in {self.path}: their numbers "
+                    f"({rows[0][1]} to {rows[-1][1]}) are taken"
+                ) from None
             for frame in frames:
                 card = card_change(frame)
                 if card is None:
@@ -418,12 +441,24 @@ class SessionStore:
                         (session_id, call_id),
                     )
                 else:
+                    started = int(frame.get("status") == "in_progress")
                     db.execute(
-                        "INSERT OR IGNORE INTO open_cards (session_id, call_id, tool_name) "
-                        "VALUES (?, ?, ?)",
-                        (session_id, call_id, tool_name),
+                        "INSERT INTO open_cards (session_id, call_id, tool_name, started) "
+                        "VALUES (?, ?, ?, ?) ON CONFLICT (session_id, call_id) "
+                        "DO UPDATE SET started = MAX(started, excluded.started)",
+                        (session_id, call_id, tool_name, started),
                     )
             db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
+        return int(last)
+
+    def last_seq(self, session_id: str) -> int:
+        """The number of the session's last stored frame; 0 if it has none."""
+        with self._transaction(f"read the frame log of {session_id}", read=True) as db:
+            self._require(db, session_id)
+            (last,) = db.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return int(last)
 
     def save_history(
         self, session_id: str, history: Sequence[Content], *, rewritten: bool = False
@@ -519,6 +554,9 @@ class SessionStore:
     def close_open_cards(self, session_id: str | None = None) -> int:
         """Append a terminal discard for every card a process that died left open.
 
+        ``interrupted`` for a card whose ``in_progress`` frame was stored (its call
+        may have run), ``crash`` for one whose call had not started.
+
         For every session (at start-up) or for one about to be opened again;
         sessions served by a live process, this one included, are left alone.
         Returns how many cards it closed. A read-only store closes none: for every
@@ -534,7 +572,7 @@ class SessionStore:
                 )
                 return 0
         query = (
-            "SELECT open_cards.session_id, call_id, tool_name, owner FROM open_cards "
+            "SELECT open_cards.session_id, call_id, tool_name, started, owner FROM open_cards "
             "JOIN sessions ON sessions.id = open_cards.session_id"
         )
         params: tuple[str, ...] = ()
@@ -545,16 +583,19 @@ class SessionStore:
             rows = db.execute(query + " ORDER BY open_cards.session_id", params).fetchall()
         served: dict[str | None, bool] = {}
         open_cards = []
-        for sid, call_id, tool_name, owner in rows:
+        for sid, call_id, tool_name, started, owner in rows:
             if owner not in served:
                 # A session this process just claimed to open again is not served yet.
                 claimed = session_id is not None and owner == self.owner
                 served[owner] = not claimed and owner_alive(owner)
             if not served[owner]:
-                open_cards.append((sid, call_id, tool_name))
+                open_cards.append((sid, call_id, tool_name, bool(started)))
         by_session: dict[str, list[dict[str, Any]]] = {}
-        for session_id, call_id, tool_name in open_cards:
-            by_session.setdefault(session_id, []).append(discarded(call_id, tool_name, "crash"))
+        for session_id, call_id, tool_name, started in open_cards:
+            # A call whose start was written may have run (its start is written before
+            # a tool with effects runs); one whose start was not had not.
+            reason: DiscardReason = "interrupted" if started else "crash"
+            by_session.setdefault(session_id, []).append(discarded(call_id, tool_name, reason))
         for session_id, frames in by_session.items():
             self.append_frames(session_id, frames)
         return len(open_cards)
@@ -588,8 +629,9 @@ class SessionStore:
             ) from None
         return StoredSession(info, history, updates)
 
-    def encoded_frames(self, session_id: str) -> tuple[bytes, ...]:
-        """The frame log as stored (compact JSON), for a replay that relays bytes as they are.
+    def encoded_frames(self, session_id: str, after_seq: int = 0) -> tuple[bytes, ...]:
+        """The frame log after frame ``after_seq``, as stored (compact JSON), for a replay that
+        relays bytes as they are; where numbers are missing, a ``gap_mark`` says so.
 
         Decoding and encoding again cost a long session's replay a third of its
         time; the store wrote these bytes itself, and each is checked to be one
@@ -598,16 +640,23 @@ class SessionStore:
         with self._transaction(f"load the frames of {session_id}") as db:
             self._require(db, session_id)
             rows = db.execute(
-                "SELECT frame FROM frames WHERE session_id = ? ORDER BY seq", (session_id,)
+                "SELECT seq, frame FROM frames WHERE session_id = ? AND seq > ? ORDER BY seq",
+                (session_id, after_seq),
             ).fetchall()
-        frames = tuple(bytes(frame) for (frame,) in rows)
-        for frame in frames:
+        frames: list[bytes] = []
+        expected = after_seq + 1
+        for seq, stored in rows:
+            frame = bytes(stored)
             if not (frame.startswith(b"{") and frame.endswith(b"}")):
                 raise StoreError(
                     f"session {session_id} in {self.path} is damaged and cannot be loaded: "
                     "a stored frame is not a JSON object"
                 )
-        return frames
+            if seq > expected:
+                frames.append(orjson.dumps(gap_mark(seq - expected, expected - 1)))
+            frames.append(frame)
+            expected = seq + 1
+        return tuple(frames)
 
     def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int = 50
@@ -637,12 +686,13 @@ class SessionStore:
     # --- plumbing ---------------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
-        """One transaction under the lock; a write the disk refuses makes the store read-only."""
+    def _transaction(self, doing: str, *, read: bool = False) -> Iterator[sqlite3.Connection]:
+        """One transaction under the lock; a write the disk refuses makes the store read-only.
+        ``read``: a read-only one, which another process's write lock does not hold back."""
         with self._lock:
             # A read-only store reads without the write lock BEGIN IMMEDIATE takes: its
             # connection may not be able to take it, or another process may hold it.
-            begin = "BEGIN" if self._read_only is not None else "BEGIN IMMEDIATE"
+            begin = "BEGIN" if read or self._read_only is not None else "BEGIN IMMEDIATE"
             try:
                 self._db.execute(begin)
                 try:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, assert_never
 
 from toolprep.messages.content import Part
-from toolprep.messages.frames import discarded
+from toolprep.messages.frames import DiscardReason, discarded
 from toolprep.messages.modes import SessionMode
 from toolprep.messages.permissions import PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult, UserMessage
@@ -107,6 +107,10 @@ ON_READER_THREAD = (
     "until the call timed out; call {call} from another thread"
 )
 
+_STARTED = b'"status":"in_progress"'
+"""How a card's encoded frame says its call started: a worker that dies after it leaves a
+card that may have run (``interrupted``), not one that never ran."""
+
 _CLOSES_REMEMBERED = 4096
 """Closed sessions whose worker the front remembers (a reopen soon after goes there)."""
 
@@ -153,7 +157,8 @@ class _Session:
     cwd: str
     editor: EditorCapabilities
     worker: _Worker
-    open_cards: dict[str, str] = field(default_factory=dict)
+    open_cards: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    """Each open card's tool, and whether its call started (it may have run)."""
     prompts: set[int] = field(default_factory=set)
     # Prompts that arrived while the session's worker was being replaced.
     deferred: list[_Deferred] = field(default_factory=list)
@@ -313,6 +318,7 @@ class WorkerHost:
         editor: EditorCapabilities = NO_EDITOR,
         replay: bool = True,
         mcp_servers: Sequence[McpServerSpec] = (),
+        after_seq: int = 0,
     ) -> None:
         if self._store is None:
             raise UnknownSession(session_id)
@@ -323,7 +329,7 @@ class WorkerHost:
             # journal has written what it sent, and the session goes on where it is.
             if replay:
                 self._ask(session_id, lambda call_id: FlushJournal(call_id, session_id))
-                for frame in self._store.encoded_frames(session_id):
+                for frame in self._store.encoded_frames(session_id, after_seq):
                     sink.send_encoded_update(session_id, frame)
             return
         info = self._store.info(session_id)
@@ -331,7 +337,7 @@ class WorkerHost:
         if replay:
             # The worker closed what a crash had left open before it restored the session,
             # and no turn can start before this returns, so nothing overtakes these.
-            for frame in self._store.encoded_frames(session_id):
+            for frame in self._store.encoded_frames(session_id, after_seq):
                 sink.send_encoded_update(session_id, frame)
 
     def list_sessions(
@@ -594,7 +600,9 @@ class WorkerHost:
             if terminal:
                 session.open_cards.pop(call_id, None)
             else:
-                session.open_cards[call_id] = tool_name
+                _, started = session.open_cards.get(call_id, (tool_name, False))
+                started = started or _STARTED in payload
+                session.open_cards[call_id] = (tool_name, started)
         try:
             session.sink.send_encoded_update(session.session_id, payload)
         except Exception:
@@ -692,9 +700,10 @@ class WorkerHost:
 
     def _discard_open_cards(self, session: _Session) -> None:
         cards, session.open_cards = session.open_cards, {}
-        for call_id, tool_name in cards.items():
+        for call_id, (tool_name, started) in cards.items():
+            reason: DiscardReason = "interrupted" if started else "crash"
             try:
-                session.sink.send_update(session.session_id, discarded(call_id, tool_name, "crash"))
+                session.sink.send_update(session.session_id, discarded(call_id, tool_name, reason))
             except Exception:
                 logger.exception("the sink of %s failed on a discard", session.session_id)
 

@@ -72,6 +72,14 @@ def _messages(body: dict[str, Any]) -> list[tuple[str, str]]:
     return said
 
 
+def _numbered_meta(frame: dict[str, Any]) -> dict[str, Any]:
+    """The frame's ``_meta`` besides its number in the session's log (which it must have)."""
+    meta = dict(frame["_meta"])
+    seq = meta.pop("toolprep")["seq"]
+    assert isinstance(seq, int) and seq >= 1
+    return meta
+
+
 def _of_kind(frames: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [f for f in frames if f["sessionUpdate"] == kind]
 
@@ -144,7 +152,7 @@ def test_a_full_window_is_summarised_and_a_loaded_session_goes_on_from_the_summa
         "\n[compacted 3 earlier messages into a summary to stay within the model's "
         "context window]\n"
     )
-    assert note["_meta"] == {"compaction": {"summarisedMessages": 3}}
+    assert _numbered_meta(note) == {"compaction": {"summarisedMessages": 3}}
     at = sent.index(note)
     assert _replied(sent[:at]) == "First answer."
     assert _replied(sent[at:]) == "Second answer."
@@ -301,7 +309,7 @@ def test_a_long_turn_is_compacted_between_its_tool_calls_without_splitting_a_pai
     assert _messages(after)[0] == ("user", SUMMARY_HEADER + SUMMARY)
     assert _tool_pairs(kind, after) == [("call", "call_two"), ("result", "call_two")]
     [note] = [f for f in _of_kind(frames, "agent_thought_chunk") if "compact" in str(f)]
-    assert note["_meta"] == {"compaction": {"summarisedMessages": 3}}
+    assert _numbered_meta(note) == {"compaction": {"summarisedMessages": 3}}
     assert _replied(frames) == "Both ran."
     check_cards(frames)
 
@@ -371,7 +379,7 @@ def test_a_request_refused_as_too_large_is_compacted_and_sent_again(
         ("user", "second question"),
     ]
     [note] = [f for f in _of_kind(frames, "agent_thought_chunk") if "compact" in str(f)]
-    assert note["_meta"] == {"compaction": {"summarisedMessages": 1}}
+    assert _numbered_meta(note) == {"compaction": {"summarisedMessages": 1}}
     assert _replied(frames) == "First answer.Second answer."
     check_cards(frames)
 

@@ -22,7 +22,7 @@ from tests.support.acp_schema import validate_agent_message
 from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import pid_from
-from tests.support.runtime_harness import check_cards, lifecycle, message_text
+from tests.support.runtime_harness import check_cards, is_discarded, lifecycle, message_text
 from toolprep.runtime.store import SessionStore
 
 KIND = "anthropic"
@@ -94,6 +94,7 @@ def test_a_session_is_listed_loaded_and_continued_by_the_next_agent(
                 "sessionUpdate": "user_message_chunk",
                 "messageId": asked["messageId"],
                 "content": {"type": "text", "text": "the first question"},
+                "_meta": {"toolprep": {"seq": 1}},  # the first frame in the session's log
             }
             assert shown == sent
 
@@ -141,6 +142,10 @@ def test_cards_of_a_killed_agent_replay_as_discarded(tmp_path: Path, pids: list[
     cards = lifecycle(replayed)
     assert cards["call_quick"] == ["preparing", "in_progress", "completed"]
     assert cards["call_stuck"][0] == "preparing" and cards["call_stuck"][-1] == "discarded"
+    # The shell call's start was stored before it ran: its card says it may have run.
+    [stuck_end] = [f for f in replayed if f.get("toolCallId") == "call_stuck" and is_discarded(f)]
+    assert stuck_end["_meta"]["discardReason"] == "interrupted"
+    assert "it may have run" in stuck_end["title"]
     check_cards(replayed)
 
 

@@ -22,7 +22,13 @@ from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import alive, gone_within, pid_from
-from tests.support.runtime_harness import check_cards, is_preparing, lifecycle, message_text
+from tests.support.runtime_harness import (
+    check_cards,
+    is_discarded,
+    is_preparing,
+    lifecycle,
+    message_text,
+)
 
 DEADLINE_S = 30.0
 WORKERS = ("--workers", "2")
@@ -151,6 +157,9 @@ async def test_a_killed_worker_ends_its_turns_and_is_replaced(
         victim_frames = client.frames(victim)
         check_cards(victim_frames)
         assert lifecycle(victim_frames) == {"call_v": ["preparing", "in_progress", "discarded"]}
+        # Its shell ran when the worker died: the card says it may have, not "not run".
+        [end] = [f for f in victim_frames if f.get("toolCallId") == "call_v" and is_discarded(f)]
+        assert end["_meta"]["discardReason"] == "interrupted"
         assert message_text(victim_frames) == "Back again."
         bystander_frames = client.frames(bystander)
         check_cards(bystander_frames)

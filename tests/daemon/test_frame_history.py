@@ -62,3 +62,41 @@ def test_a_frame_with_a_raw_newline_is_refused() -> None:
     with pytest.raises(ValueError, match="raw newlines"):
         history.append(b'{"a":\n1}')
     assert list(history) == []
+
+
+def _numbered(updates: list[bytes], first: int) -> list[bytes]:
+    return [
+        orjson.dumps(frames.numbered(orjson.loads(frame), seq))
+        for seq, frame in enumerate(updates, first)
+    ]
+
+
+def test_a_client_resumes_after_the_last_frame_it_saw_sealed_or_not() -> None:
+    """Frames carry their number in the session's log; a replay after frame n is every
+    frame after it, and a frame without a number (a gap mark) goes with the one before."""
+    history = FrameHistory()
+    first, second = _numbered(_turn(0), 1), _numbered(_turn(1), 26)
+    mark = orjson.dumps(frames.gap_mark(1, 24))  # frame 25 was not stored
+    for frame in first:
+        history.append(frame)
+    history.seal()
+    history.append(mark)
+    for frame in second:
+        history.append(frame)
+    assert len(first) == len(second) == 24 and history.last_seq == 49
+    assert list(history.after(0)) == list(history) == [*first, mark, *second]
+    assert list(history.after(5)) == [*first[5:], mark, *second]
+    assert list(history.after(24)) == [mark, *second]
+    assert list(history.after(26)) == second[1:]
+    assert list(history.after(49)) == []
+
+
+def test_a_log_without_numbers_is_replayed_whole_whatever_the_client_asks_after() -> None:
+    """A session kept without a store numbers no frame: a number a client sends cannot
+    be from this log, and skipping frames by it would lose them."""
+    history = FrameHistory()
+    sent = _turn(0)
+    for frame in sent:
+        history.append(frame)
+    assert history.last_seq == 0
+    assert list(history.after(3)) == sent

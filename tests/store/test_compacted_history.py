@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.store.test_journal import LONG_BUSY_S, journal_on, write_locked
+from tests.store.test_journal import LONG_BUSY_S, journal_on
+from tests.support.sqlite_lock import write_locked
 from toolprep.messages.content import Content, TextPart
 from toolprep.runtime.compaction import summary_message
 from toolprep.runtime.store import SessionStore

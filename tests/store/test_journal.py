@@ -1,18 +1,18 @@
 """A runtime with a store: every turn's frames and history land in SQLite, and a new
 runtime (a later process) restores the session and goes on with the same history.
 
-The journal writes on a thread of its own: a locked or failing database costs the
-record, never the emitter's time, and what was handed over is written by ``flush``
-and ``close``."""
+The journal numbers every frame and writes on a thread of its own: a locked database
+slows the sessions down (a turn ends once it is stored) and never costs a frame silently;
+one that refuses a write has the turn's end say so and leaves a gap a replay marks."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
-import sqlite3
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import RecordingSink, check_cards, harness, lifecycle
+from tests.support.sqlite_lock import write_locked
 from toolprep.messages import frames as fr
 from toolprep.messages.content import Content, TextPart
 from toolprep.runtime.session_host import UnknownSession
@@ -129,29 +130,27 @@ def journal_on(
         for session_id in sessions:
             store.create(session_id, str(tmp_path))
         journal = StoreJournal(store, max_pending=max_pending)
+        for session_id in sessions:
+            journal.start_session(session_id, 0)  # as the runtime does when it opens one
         try:
             yield journal, store, db
         finally:
             assert journal.close(timeout=LONG_BUSY_S)
 
 
-@contextlib.contextmanager
-def write_locked(db: Path) -> Iterator[None]:
-    """Another connection holds the database's write lock."""
-    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as other:
-        other.execute("BEGIN EXCLUSIVE")
-        try:
-            yield
-        finally:
-            other.execute("ROLLBACK")
-
-
 def record_turn(journal: StoreJournal, session_id: str, n: int) -> list[dict[str, Any]]:
+    """Turn ``n`` through the journal; the frames as it numbered them (what clients get)."""
+    return record_turn_told(journal, session_id, n)[0]
+
+
+def record_turn_told(
+    journal: StoreJournal, session_id: str, n: int
+) -> tuple[list[dict[str, Any]], str | None]:
+    """``record_turn``, and the text of the turn end's notice of what is not stored."""
     frames, history = turn(n)
-    for frame in frames:
-        journal.record(session_id, frame)
-    journal.turn_ended(session_id, history)
-    return frames
+    numbered = [journal.record(session_id, frame) for frame in frames]
+    notice = journal.turn_ended(session_id, history)
+    return numbered, None if notice is None else str(notice["content"]["text"])
 
 
 def test_frames_and_histories_land_in_order_per_session(tmp_path: Path) -> None:
@@ -164,6 +163,7 @@ def test_frames_and_histories_land_in_order_per_session(tmp_path: Path) -> None:
         for session_id, frames in sent.items():
             stored = store.load(session_id)
             assert list(stored.frames) == frames
+            assert [fr.seq_of(f) for f in frames] == list(range(1, len(frames) + 1))
             assert [c.parts for c in stored.history] == questions(20)
             assert stored.info.title == "question 0"  # titled by the first turn's history
 
@@ -181,36 +181,58 @@ def test_the_writer_thread_exists_from_the_start_and_close_ends_it(tmp_path: Pat
         assert journal_threads(before) == 0
 
 
-def test_a_locked_database_does_not_hold_back_record_or_turn_ended(tmp_path: Path) -> None:
+def test_a_turn_ends_once_its_frames_and_history_are_stored(tmp_path: Path) -> None:
+    """A database locked (within the busy timeout) holds the turn's end back until the turn
+    is stored: its reply never runs ahead of its record."""
     with journal_on(tmp_path, "sess_a") as (journal, store, db):
+        ended: list[tuple[list[dict[str, Any]], str | None]] = []
         with write_locked(db):
-            # Returned with the lock still held and nothing written yet: the calls handed
-            # the work over rather than waiting (a write waiting here would hold the lock's
-            # whole 30 s busy timeout, then fail, and nothing would land below).
-            sent = [f for n in range(5) for f in record_turn(journal, "sess_a", n)]
-            assert not journal.flush(timeout=0.1)  # the writer waits for the lock
-        assert journal.flush(timeout=LONG_BUSY_S)
-        assert list(store.load("sess_a").frames) == sent
+            turn_thread = threading.Thread(
+                target=lambda: ended.append(record_turn_told(journal, "sess_a", 0))
+            )
+            turn_thread.start()
+            # The card's first frame was handed over; the turn's end waits for the lock.
+            wait_for(lambda: journal.behind >= 1)
+            assert not ended
+        turn_thread.join(LONG_BUSY_S)
+        [(sent, notice)] = ended
+        assert notice is None
+        stored = store.load("sess_a")
+        assert list(stored.frames) == sent
+        assert [c.parts for c in stored.history] == questions(1)
 
 
-def test_a_write_that_gives_up_on_the_lock_is_logged_and_later_ones_land(
+def test_a_write_that_gives_up_on_the_lock_is_told_at_the_turn_end_and_marked_as_a_gap(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Another process holds the write lock past the busy timeout: the turn's frames are
+    not stored, its end says so (naming SQLite's reason), and a replay of the log marks
+    the frames it lacks."""
     with journal_on(tmp_path, "sess_a", busy_timeout=0.05) as (journal, store, db):
-        with write_locked(db):
-            record_turn(journal, "sess_a", 0)
-            with caplog.at_level(logging.ERROR):
-                assert journal.flush(timeout=LONG_BUSY_S)  # failed writes count as done
+        with write_locked(db), caplog.at_level(logging.ERROR):
+            lost, notice = record_turn_told(journal, "sess_a", 0)
+            assert journal.flush(timeout=LONG_BUSY_S)  # the notice could not be stored either
+        assert notice == (
+            f"\n[the session could not be saved: database is locked ({len(lost)} updates and "
+            "the conversation history not stored)]\n"
+        )
+        assert journal.lost_frames == len(lost) + 1
         # The writes gave up on the writer's thread, not on the thread that recorded them.
-        assert {r.threadName for r in caplog.records} == {THREAD_NAME}
-        lost = [r.getMessage() for r in caplog.records]
-        assert any("frames of sess_a were not saved" in m and "locked" in m for m in lost)
-        assert any("the history of sess_a was not saved" in m for m in lost)
-        later = record_turn(journal, "sess_a", 1)
-        assert journal.flush(timeout=LONG_BUSY_S)
+        not_saved = [r for r in caplog.records if "not saved" in r.getMessage()]
+        assert {r.threadName for r in not_saved} == {THREAD_NAME}
+        logged = [r.getMessage() for r in not_saved]
+        assert any("frames of sess_a were not saved" in m and "locked" in m for m in logged)
+        assert any("the history of sess_a was not saved" in m for m in logged)
+        later, notice = record_turn_told(journal, "sess_a", 1)
+        assert notice is None  # told once
         stored = store.load("sess_a")
         assert list(stored.frames) == later
         assert [c.parts for c in stored.history] == questions(2)  # the lost save repaired
+        # The lost frames' numbers (and the notice's) stay unused: a replay shows the gap.
+        assert fr.seq_of(later[0]) == len(lost) + 2
+        replay = [json.loads(f) for f in store.encoded_frames("sess_a")]
+        assert replay[0] == fr.gap_mark(len(lost) + 1, 0)
+        assert replay[1:] == later
 
 
 def test_close_writes_what_was_handed_over_then_refuses_more(
@@ -218,12 +240,14 @@ def test_close_writes_what_was_handed_over_then_refuses_more(
 ) -> None:
     with journal_on(tmp_path, "sess_a") as (journal, store, db):
         with write_locked(db):
-            sent = [f for n in range(10) for f in record_turn(journal, "sess_a", n)]
+            # A card's frames are handed over as they come (its end is not waited for here).
+            sent = [journal.record("sess_a", f) for n in range(10) for f in card(f"call_{n}")]
             assert not journal.close(timeout=0.1)  # still waiting for the lock
         assert journal.close(timeout=LONG_BUSY_S)
         assert list(store.load("sess_a").frames) == sent
         with caplog.at_level(logging.ERROR):
-            record_turn(journal, "sess_a", 10)  # neither raises nor writes
+            _, notice = record_turn_told(journal, "sess_a", 10)  # neither raises nor writes
+        assert notice is not None and "the journal is closed" in notice
         assert journal.flush(timeout=0)
         assert list(store.load("sess_a").frames) == sent
         assert any("the journal is closed" in r.getMessage() for r in caplog.records)
@@ -236,14 +260,15 @@ def test_a_failing_write_does_not_stop_the_writer(
         real_append = store.append_frames
         broken = True
 
-        def append_while_broken(session_id: str, frames: Any) -> None:
+        def append_while_broken(session_id: str, frames: Any) -> int:
             if broken:
                 raise RuntimeError("a bug in the store")
-            real_append(session_id, frames)
+            return real_append(session_id, frames)
 
         monkeypatch.setattr(store, "append_frames", append_while_broken)
         with caplog.at_level(logging.ERROR):
-            record_turn(journal, "sess_a", 0)
+            _, notice = record_turn_told(journal, "sess_a", 0)
+            assert notice is not None and "a bug in the store" in notice
             record_turn(journal, "sess_nope", 0)  # never created: a StoreError
             assert journal.flush(timeout=LONG_BUSY_S)
         messages = [r.getMessage() for r in caplog.records]
@@ -255,35 +280,36 @@ def test_a_failing_write_does_not_stop_the_writer(
         assert list(store.load("sess_a").frames) == later
 
 
-def test_a_writer_far_behind_drops_new_batches_and_says_so(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_writer_far_behind_slows_the_sessions_and_drops_nothing(tmp_path: Path) -> None:
+    """Past ``max_pending`` batches behind, handing over waits for room (bounded memory)
+    instead of dropping: once the store takes writes again, every frame is there."""
     with journal_on(tmp_path, "sess_a", max_pending=2) as (journal, store, db):
-        with caplog.at_level(logging.ERROR), write_locked(db):
-            kept = card("call_0")  # two batches: the card's opening, then the rest
-            for frame in kept:
-                journal.record("sess_a", frame)
-            # Dropped, not waited for: a record() that waited for room would never return
-            # while the lock is held.
-            for n in range(1, 10):
-                for frame in card(f"call_{n}"):
-                    journal.record("sess_a", frame)
-            assert journal.dropped_frames == 9 * len(kept)
+        sent: list[dict[str, Any]] = []
+
+        def record_cards() -> None:
+            for n in range(10):
+                sent.extend(journal.record("sess_a", frame) for frame in card(f"call_{n}"))
+
+        producer = threading.Thread(target=record_cards)
+        with write_locked(db):
+            producer.start()
+            # Two batches handed over (the writer waits for the lock with what it took), and
+            # the producer waits for room rather than queueing or dropping a third.
+            wait_for(lambda: journal.behind == 2 and producer.is_alive())
+            assert len(sent) < 20
+        producer.join(LONG_BUSY_S)
+        assert not producer.is_alive()
         assert journal.flush(timeout=LONG_BUSY_S)
-        messages = [r.getMessage() for r in caplog.records]
-        assert sum("batches behind" in m for m in messages) == 1  # once, not per batch
-        lost = f"{9 * len(kept)} frames and 0 histories of 1 sessions"
-        assert any(lost in m for m in messages)
-        assert list(store.load("sess_a").frames) == kept
-        # Caught up: nothing is dropped any more (one batch at a time, under the bound of 2).
-        later, history = turn(10)
-        for frame in later:
-            journal.record("sess_a", frame)
-            assert journal.flush(timeout=LONG_BUSY_S)
-        journal.turn_ended("sess_a", history)
-        assert journal.flush(timeout=LONG_BUSY_S)
-        assert list(store.load("sess_a").frames) == kept + later
-        assert journal.dropped_frames == 9 * len(kept)
+        assert len(sent) == 20
+        assert list(store.load("sess_a").frames) == sent
+        assert journal.lost_frames == 0
+
+
+def wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + LONG_BUSY_S
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.005)
 
 
 def test_a_runtime_flushes_its_journal_on_request_and_drains_it_at_shutdown(

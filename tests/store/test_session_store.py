@@ -8,9 +8,11 @@ import socket
 import sqlite3
 from pathlib import Path
 
+import orjson
 import pytest
 from freezegun import freeze_time
 
+from tests.support.acp_schema import validate_update
 from tests.support.degraded_store import TURN, dead_owner
 from tests.support.runtime_harness import check_cards, lifecycle
 from toolprep.messages import frames as fr
@@ -43,6 +45,9 @@ HISTORY = (
 )
 
 
+NUMBERED_TURN = [fr.numbered(frame, seq) for seq, frame in enumerate(TURN, 1)]
+"""``TURN`` as the log holds it: each frame numbered in order (``_meta.toolprep.seq``)."""
+
 _SERVED_HERE = (
     rf"session sess_live is served by another live toolprep process "
     rf"\(pid {os.getpid()} on {re.escape(socket.gethostname())}\)"
@@ -63,7 +68,7 @@ def test_a_session_survives_reopening_the_file(db: Path) -> None:
     with SessionStore(db) as store:
         loaded = store.load("sess_1")
     assert loaded.history == HISTORY
-    assert list(loaded.frames) == TURN
+    assert list(loaded.frames) == NUMBERED_TURN
     assert (loaded.info.cwd, loaded.info.model) == ("/work", "claude")
     assert loaded.info.title == "Fix the build please"
 
@@ -85,6 +90,81 @@ def test_cards_left_open_by_a_crash_get_their_discard_on_restart(db: Path) -> No
         "call_3": ["preparing", "discarded"],
     }
     check_cards(frames)
+
+
+def test_a_card_whose_start_was_stored_is_interrupted_not_unrun(db: Path) -> None:
+    """A call whose ``in_progress`` frame is in the log may have run when its process died:
+    its discard says so (``interrupted``); one that never started is ``crash``, not run."""
+    started = fr.execution_started(
+        "call_w",
+        "write_file",
+        title="Write a.txt",
+        kind="edit",
+        locations=[],
+        raw_input={"path": "a.txt"},
+        prepared=True,
+    )
+    with SessionStore(db, owner=dead_owner()) as store:
+        store.create("sess_1", "/work")
+        store.append_frames("sess_1", [fr.preparing("call_w", "write_file", "edit"), started])
+        store.append_frames("sess_1", [fr.preparing("call_x", "write_file", "edit")])
+    with SessionStore(db) as store:
+        assert store.close_open_cards() == 2
+        frames = list(store.load("sess_1").frames)
+    check_cards(frames)
+    ends = {f["toolCallId"]: f for f in frames if f.get("status") == "failed"}
+    assert ends["call_w"]["_meta"]["discardReason"] == "interrupted"
+    assert ends["call_w"]["title"] == (
+        "write_file: interrupted, it may have run (the agent stopped before it ended)"
+    )
+    assert ends["call_x"]["_meta"]["discardReason"] == "crash"
+    assert ends["call_x"]["title"] == "write_file: not run, the agent stopped unexpectedly"
+    assert [fr.seq_of(f) for f in frames] == [1, 2, 3, 4, 5]
+
+
+def test_a_replay_resumes_after_a_frame_and_marks_frames_the_log_lacks(db: Path) -> None:
+    with SessionStore(db) as store:
+        store.create("sess_1", "/work")
+        store.append_frames("sess_1", NUMBERED_TURN[:2])
+        store.append_frames("sess_1", NUMBERED_TURN[3:])  # frame 3 was never stored
+        assert store.last_seq("sess_1") == 4
+        replay = [orjson.loads(f) for f in store.encoded_frames("sess_1")]
+        assert replay == [*NUMBERED_TURN[:2], fr.gap_mark(1, 2), NUMBERED_TURN[3]]
+        assert "[1 update was not saved here" in replay[2]["content"]["text"]
+        for frame in replay:  # the gap mark too is a valid ACP session update
+            validate_update(frame)
+        after_1 = [orjson.loads(f) for f in store.encoded_frames("sess_1", after_seq=1)]
+        assert after_1 == [NUMBERED_TURN[1], fr.gap_mark(1, 2), NUMBERED_TURN[3]]
+        after_4 = store.encoded_frames("sess_1", after_seq=4)
+        assert after_4 == ()
+        with pytest.raises(StoreError, match=r"their numbers \(4 to 4\) are taken"):
+            store.append_frames("sess_1", NUMBERED_TURN[3:])
+
+
+def test_a_database_from_before_numbered_frames_numbers_them(db: Path) -> None:
+    """Frames stored before they carried their number get it (their place in the log) and
+    an open card from then counts as not started."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    raw = sqlite3.connect(db, isolation_level=None)
+    for version in (0, 1):
+        raw.executescript(MIGRATIONS[version])
+    raw.execute("PRAGMA user_version = 2")
+    raw.execute(
+        "INSERT INTO sessions (id, cwd, model, created_at, updated_at, owner) "
+        "VALUES ('sess_old', '/work', 'm', 1, 1, ?)",
+        (dead_owner(),),
+    )
+    for seq, frame in enumerate(TURN, 1):
+        raw.execute("INSERT INTO frames VALUES ('sess_old', ?, ?)", (seq, orjson.dumps(frame)))
+    raw.execute("INSERT INTO open_cards VALUES ('sess_old', 'call_9', 'write_file')")
+    raw.close()
+    with SessionStore(db) as store:
+        assert [orjson.loads(f) for f in store.encoded_frames("sess_old")] == NUMBERED_TURN
+        assert store.close_open_cards() == 1
+        frames = list(store.load("sess_old").frames)
+    assert frames[:4] == NUMBERED_TURN
+    assert frames[4]["_meta"]["discardReason"] == "crash"
+    assert fr.seq_of(frames[4]) == 5
 
 
 def test_listing_pages_newest_first_and_filters_by_cwd(db: Path) -> None:
@@ -174,7 +254,7 @@ def test_a_locked_database_fails_the_write_clearly_and_loses_nothing(db: Path) -
             holder.execute("ROLLBACK")
             holder.close()
         store.append_frames("sess_1", TURN[1:])
-        assert list(store.load("sess_1").frames) == TURN
+        assert list(store.load("sess_1").frames) == NUMBERED_TURN
 
 
 def test_a_damaged_history_fails_the_load_by_name(db: Path) -> None:
