@@ -13,7 +13,7 @@ import pytest
 from freezegun import freeze_time
 
 from tests.support.acp_schema import validate_update
-from tests.support.degraded_store import TURN, dead_owner
+from tests.support.degraded_store import NUMBERED_TURN, TURN, dead_owner
 from tests.support.runtime_harness import check_cards, lifecycle
 from toolprep.messages import frames as fr
 from toolprep.messages.content import (
@@ -44,9 +44,6 @@ HISTORY = (
     Content("model", (TextPart("Done."),)),
 )
 
-
-NUMBERED_TURN = [fr.numbered(frame, seq) for seq, frame in enumerate(TURN, 1)]
-"""``TURN`` as the log holds it: each frame numbered in order (``_meta.toolprep.seq``)."""
 
 _SERVED_HERE = (
     rf"session sess_live is served by another live toolprep process "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.degraded_store import TURN, crashed_session
+from tests.support.degraded_store import NUMBERED_TURN, TURN, crashed_session
 from tests.support.runtime_harness import lifecycle
 from tests.support.small_disk import SmallDisk, small_disk
 from toolprep.messages import frames as fr
@@ -34,7 +34,7 @@ def _check_degraded_then_recovered(db: Path, clear: SmallDisk, how: str) -> None
         assert store.read_only_cause is not None
         # Listing and loading work; nothing is claimed or closed yet.
         assert [s.session_id for s in store.list_sessions()[0]] == ["sess_1"]
-        assert list(store.load("sess_1").frames)[: len(TURN)] == TURN
+        assert list(store.load("sess_1").frames)[: len(TURN)] == NUMBERED_TURN
         store.claim("sess_1")  # checked, not written
         assert store.close_open_cards() == 0  # owed
         with pytest.raises(SessionStoreReadOnly, match=REFUSED) as refused:
@@ -54,7 +54,7 @@ def _check_degraded_then_recovered(db: Path, clear: SmallDisk, how: str) -> None
         store.create("sess_2", "/work")
         store.append_frames("sess_2", TURN)
     with SessionStore(db) as store:
-        assert list(store.load("sess_2").frames) == TURN
+        assert list(store.load("sess_2").frames) == NUMBERED_TURN
 
 
 def test_a_full_disk_opens_read_only_and_recovers_when_space_is_freed(

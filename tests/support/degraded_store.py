@@ -19,6 +19,7 @@ from toolprep.messages import frames as fr
 from toolprep.runtime.store import SessionStore
 
 __all__ = [
+    "NUMBERED_TURN",
     "REFUSED",
     "STORE_READ_ONLY",
     "TURN",
@@ -48,6 +49,9 @@ TURN = [
     fr.tool_result("call_1", "read_file", ok=True, content=[], raw_output="x"),
     fr.agent_message_chunk("Done."),
 ]
+
+NUMBERED_TURN = [fr.numbered(frame, seq) for seq, frame in enumerate(TURN, 1)]
+"""``TURN`` as the log holds it: each frame numbered in order (``_meta.toolprep.seq``)."""
 
 
 def dead_owner() -> str:
@@ -94,7 +98,7 @@ def degrade_and_recover(
     params = {"sessionId": "sess_1", "cwd": str(cwd), "mcpServers": []}
     assert "result" in client.reply(client.request("session/load", params))
     replayed = client.updates("sess_1")
-    assert replayed[: len(TURN)] == TURN
+    assert replayed[: len(TURN)] == NUMBERED_TURN
     # Not discarded yet: the store could not be written.
     assert lifecycle(replayed)["call_2"] == ["preparing"]
 
