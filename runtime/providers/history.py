@@ -1,12 +1,42 @@
-"""Pieces of history conversion that both wire formats share."""
+"""Pieces of history conversion that both wire formats share, and the encoded-history cache.
+
+A session's history only grows between requests, yet converting and
+serialising all of it per request made a request's CPU grow with the
+session (a tenth of the stream loop at a thousand sessions). ``HistoryBytes``
+keeps, per session, the JSON of the messages its last request sent, and
+converts and serialises only the contents added since: a request costs the
+same on turn 500 as on turn 1.
+
+A session is recognised by the identity of its history's first ``Content``
+(histories are tuples of the very objects the session holds). The cached
+part is reused only when the new history still holds the same first object
+and the same object where the cached part ended: compaction replaces the
+first contents with a summary, and a rolled-back turn is cut off and
+replaced by new objects, so either rewrite misses the cache and the whole
+history is converted again. A wire's conversion is not per content (roles
+merge, unanswered calls get error results), so each wire says when its
+messages may be cut after the last one (``closed``) and when a conversion
+of new contents may follow cached ones (``continues``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Generic, TypeVar
+
 import orjson
 
-from toolprep.messages.content import FunctionResponse
+from toolprep.messages.content import Content, FunctionResponse
+from toolprep.runtime.providers.request_body import encode_request_body
 
-__all__ = ["MISSING_RESULT", "tool_result_text"]
+__all__ = [
+    "MISSING_RESULT",
+    "HistoryBytes",
+    "IdentityCache",
+    "MessagesConversion",
+    "json_items",
+    "tool_result_text",
+]
 
 MISSING_RESULT = "The tool call was not executed (the turn ended before it ran)."
 """Sent for a call that has no result in history: both APIs reject an unanswered call."""
@@ -20,3 +50,106 @@ def tool_result_text(response: FunctionResponse) -> str:
         if isinstance(value, str):
             return value
     return orjson.dumps(body).decode()
+
+
+MessagesConversion = Callable[[Sequence[Content]], tuple[list[dict[str, Any]], bool]]
+"""Contents -> ``(messages, closed)``; ``closed`` when more contents may be converted on
+their own and appended (no call left waiting for its result, no message left to merge)."""
+
+
+def json_items(values: list[Any]) -> bytes:
+    """The JSON of ``values`` without the brackets: items joined by commas."""
+    return encode_request_body(values)[1:-1]
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class IdentityCache(Generic[K, V]):
+    """Values keyed by an object's identity, holding the object so its id is not reused.
+
+    Bounded: past ``limit`` entries the least recently stored goes.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._entries: dict[int, tuple[K, V]] = {}
+
+    def get(self, key: K) -> V | None:
+        entry = self._entries.get(id(key))
+        if entry is None or entry[0] is not key:
+            return None
+        return entry[1]
+
+    def put(self, key: K, value: V) -> None:
+        entries = self._entries
+        entries.pop(id(key), None)
+        entries[id(key)] = (key, value)
+        if len(entries) > self._limit:
+            del entries[next(iter(entries))]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class _Encoded:
+    """One session's messages up to ``count`` contents, ending at ``last``, as JSON items."""
+
+    __slots__ = ("count", "items", "last")
+
+    def __init__(self, count: int, last: Content, items: bytes) -> None:
+        self.count = count
+        self.last = last
+        self.items = items
+
+
+SESSIONS_KEPT: Final = 4096
+"""Sessions whose encoded history is kept per provider; more only cost re-encoding."""
+
+
+class HistoryBytes:
+    """One wire's history -> the JSON items of its ``messages`` array, cached per session."""
+
+    def __init__(
+        self,
+        convert: MessagesConversion,
+        continues: Callable[[list[dict[str, Any]]], bool],
+        *,
+        limit: int = SESSIONS_KEPT,
+    ) -> None:
+        self._convert = convert
+        self._continues = continues
+        self._cache: IdentityCache[Content, _Encoded] = IdentityCache(limit)
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def items(self, history: tuple[Content, ...]) -> bytes:
+        """The messages for ``history``, comma-joined JSON; converts only what is new."""
+        if not history:
+            return b""
+        first = history[0]
+        cached = self._cache.get(first)
+        if (
+            cached is not None
+            and len(history) >= cached.count
+            and history[cached.count - 1] is cached.last
+        ):
+            if len(history) == cached.count:
+                return cached.items
+            messages, closed = self._convert(history[cached.count :])
+            if not messages:
+                items = cached.items
+            elif self._continues(messages):
+                tail = json_items(messages)
+                items = cached.items + b"," + tail if cached.items else tail
+            else:
+                messages, closed = self._convert(history)
+                items = json_items(messages)
+        else:
+            messages, closed = self._convert(history)
+            items = json_items(messages)
+        if closed:
+            self._cache.put(first, _Encoded(len(history), history[-1], items))
+        return items

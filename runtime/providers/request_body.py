@@ -27,8 +27,9 @@ from toolprep.runtime.providers.base import StreamError
 __all__ = ["encode_request_body"]
 
 
-def encode_request_body(params: Mapping[str, Any]) -> bytes:
-    """``params`` as compact UTF-8 JSON; a final ``invalid_request`` error if it is not JSON."""
+def encode_request_body(params: Mapping[str, Any] | list[Any]) -> bytes:
+    """``params`` (a body, or a piece of one) as compact UTF-8 JSON; a final
+    ``invalid_request`` error if it is not JSON."""
     try:
         return orjson.dumps(params)
     except orjson.JSONEncodeError:
