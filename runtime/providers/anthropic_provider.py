@@ -108,7 +108,8 @@ def _blocks(content: Content) -> list[dict[str, Any]]:
 
 def _messages(history: Sequence[Content]) -> tuple[list[dict[str, Any]], bool]:
     """The Messages API ``messages`` for ``history``; closed when the last is a user message
-    (its calls answered for good, nothing after it could merge into it)."""
+    of the history's own (the calls before it answered for good, and nothing after it
+    can merge into it as long as an assistant message comes next)."""
     messages: list[dict[str, Any]] = []
     for content in history:
         blocks = _blocks(content)
@@ -126,8 +127,10 @@ def _messages(history: Sequence[Content]) -> tuple[list[dict[str, Any]], bool]:
                 previous.extend(blocks)
             continue
         messages.append({"role": role, "content": blocks})
-    messages = _answer_orphan_calls(messages)
-    return messages, bool(messages) and messages[-1]["role"] == "user"
+    # Closed only on a user message of the history's own: one that answers calls left
+    # open (added below) would have to give way to the results a later content brings.
+    closed = bool(messages) and messages[-1]["role"] == "user"
+    return _answer_orphan_calls(messages), closed
 
 
 def _starts_with_assistant(messages: list[dict[str, Any]]) -> bool:
@@ -255,7 +258,7 @@ class AnthropicProvider:
         head: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
         if request.system:
             head["system"] = request.system
-        parts = [
+        parts: list[bytes | bytearray] = [
             encode_request_body(head)[:-1],
             b',"messages":[',
             self._history.items(request.history),

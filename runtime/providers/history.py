@@ -94,14 +94,16 @@ class IdentityCache(Generic[K, V]):
 
 
 class _Encoded:
-    """One session's messages up to ``count`` contents, ending at ``last``, as JSON items."""
+    """One session's messages up to ``count`` contents, ending at ``last``, as JSON items:
+    the first ``length`` bytes of ``buffer``, which grows in place as the session does."""
 
-    __slots__ = ("count", "items", "last")
+    __slots__ = ("buffer", "count", "last", "length")
 
-    def __init__(self, count: int, last: Content, items: bytes) -> None:
+    def __init__(self, count: int, last: Content, buffer: bytearray) -> None:
         self.count = count
         self.last = last
-        self.items = items
+        self.buffer = buffer
+        self.length = len(buffer)
 
 
 SESSIONS_KEPT: Final = 4096
@@ -109,7 +111,12 @@ SESSIONS_KEPT: Final = 4096
 
 
 class HistoryBytes:
-    """One wire's history -> the JSON items of its ``messages`` array, cached per session."""
+    """One wire's history -> the JSON items of its ``messages`` array, cached per session.
+
+    ``items`` returns the cached buffer itself: use it at once (join it into the body),
+    since the session's next request extends it in place. That keeps a request to one
+    copy of the history, the one into its body, instead of one more per request.
+    """
 
     def __init__(
         self,
@@ -125,31 +132,39 @@ class HistoryBytes:
     def __len__(self) -> int:
         return len(self._cache)
 
-    def items(self, history: tuple[Content, ...]) -> bytes:
+    def items(self, history: tuple[Content, ...]) -> bytes | bytearray:
         """The messages for ``history``, comma-joined JSON; converts only what is new."""
         if not history:
             return b""
-        first = history[0]
-        cached = self._cache.get(first)
+        cached = self._cache.get(history[0])
         if (
-            cached is not None
-            and len(history) >= cached.count
-            and history[cached.count - 1] is cached.last
+            cached is None
+            or len(history) < cached.count
+            or history[cached.count - 1] is not cached.last
         ):
-            if len(history) == cached.count:
-                return cached.items
-            messages, closed = self._convert(history[cached.count :])
-            if not messages:
-                items = cached.items
-            elif self._continues(messages):
-                tail = json_items(messages)
-                items = cached.items + b"," + tail if cached.items else tail
-            else:
-                messages, closed = self._convert(history)
-                items = json_items(messages)
-        else:
-            messages, closed = self._convert(history)
-            items = json_items(messages)
+            return self._encode_all(history)
+        if len(history) == cached.count:
+            buffer = cached.buffer
+            return buffer if len(buffer) == cached.length else bytes(buffer[: cached.length])
+        messages, closed = self._convert(history[cached.count :])
+        if messages and not self._continues(messages):
+            return self._encode_all(history)
+        buffer = cached.buffer
+        if len(buffer) != cached.length:  # another history with this start extended it
+            buffer = buffer[: cached.length]
+        if messages:
+            if buffer:
+                buffer += b","
+            buffer += json_items(messages)
         if closed:
-            self._cache.put(first, _Encoded(len(history), history[-1], items))
-        return items
+            self._cache.put(history[0], _Encoded(len(history), history[-1], buffer))
+        return buffer
+
+    def _encode_all(self, history: tuple[Content, ...]) -> bytes | bytearray:
+        messages, closed = self._convert(history)
+        items = json_items(messages)
+        if not closed:
+            return items
+        buffer = bytearray(items)
+        self._cache.put(history[0], _Encoded(len(history), history[-1], buffer))
+        return buffer

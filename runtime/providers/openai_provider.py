@@ -230,10 +230,12 @@ class OpenAIProvider:
             "stream_options": {"include_usage": True},
         }
         history = self._history.items(request.history)
+        parts: list[bytes | bytearray] = [encode_request_body(head)[:-1], b',"messages":[']
         if request.system:
-            system = json_items([_system_message(request.system)])
-            history = system + b"," + history if history else system
-        parts = [encode_request_body(head)[:-1], b',"messages":[', history, b"]"]
+            parts.append(json_items([_system_message(request.system)]))
+            if history:
+                parts.append(b",")
+        parts += (history, b"]")
         if request.tools:
             tools = self._tools.get(request.tools)
             if tools is None:
