@@ -29,7 +29,11 @@ SDK, nothing is retried here: the supervisor retries a stream with its own
 policy, which honours ``retry-after`` and caps the wait.
 
 A client built with an ``http_client`` of the caller's (tests, benchmarks
-comparing transports) is posted to through that httpx client instead.
+comparing transports) is posted to through that httpx client instead, and
+so is a client whose credentials are an auth flow rather than a header
+(Anthropic's token cache for OAuth or workload identity, ``custom_auth``):
+through the SDK client's own http client, with that flow, which refreshes
+the token as the SDK would.
 """
 
 from __future__ import annotations
@@ -80,6 +84,9 @@ class SdkClient(Protocol):
 
     @property
     def timeout(self) -> float | httpx2.Timeout | None: ...
+
+    @property
+    def custom_auth(self) -> httpx2.Auth | None: ...
 
 
 ConnectionErrorFactory = Callable[[httpx2.Request, httpx2.TransportError], Exception]
@@ -134,6 +141,14 @@ def _as_httpx_error(exc: BaseException, exception_map: ExceptionMap) -> httpx2.T
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _sdk_http_client(client: SdkClient) -> httpx2.AsyncClient:
+    """The httpx client the SDK client sends with (Stainless SDKs keep it as ``_client``)."""
+    http_client = getattr(client, "_client", None)
+    if not isinstance(http_client, httpx2.AsyncClient):
+        raise TypeError(f"{type(client).__name__} has no httpx client to send with")
+    return http_client
+
+
 class DirectPost:
     """Posts request bodies to one path of one SDK client's API, over aiohttp."""
 
@@ -157,6 +172,9 @@ class DirectPost:
         self._connection_error = connection_error
         self._exception_map = exception_map
         self._status_error = status_error
+        self._auth = client.custom_auth
+        if http_client is None and self._auth is not None:
+            http_client = _sdk_http_client(client)
         self._http_client = http_client
         self._session: aiohttp.ClientSession | None = None
         self._base_url: httpx2.URL | None = None
@@ -231,7 +249,7 @@ class DirectPost:
             "POST", self.url, content=body, headers=self.headers, timeout=self._timeout
         )
         try:
-            response = await http_client.send(request, stream=True)
+            response = await http_client.send(request, stream=True, auth=self._auth)
         except httpx2.TransportError as exc:
             raise self._failed(exc)  # noqa: B904 (its cause is the SDK's error)
         if not response.is_success:

@@ -37,7 +37,7 @@ from toolprep.messages.content import (
     ThoughtPart,
 )
 from toolprep.runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX
-from toolprep.runtime.providers.anthropic_provider import build_messages_params
+from toolprep.runtime.providers.anthropic_provider import AnthropicProvider, build_messages_params
 from toolprep.runtime.providers.base import ModelRequest, ToolDeclaration
 from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 from toolprep.runtime.providers.openai_provider import build_chat_params
@@ -315,3 +315,42 @@ def test_requests_follow_the_clients_base_url_path_prefix_and_changes(
         f"http://proxy.invalid/team/a/{path}",
         f"http://other.invalid/b/{path}",
     ]
+
+
+async def _credentials_requests(base_url: str) -> None:
+    """One stream through our provider and one through ``create()``, on clients whose
+    credentials are a token provider (the SDK's token cache and auth flow), not a key."""
+    from anthropic.lib.credentials import StaticToken
+
+    def client() -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            base_url=base_url,
+            credentials=StaticToken("token-from-the-cache"),
+            max_retries=0,
+            timeout=DEFAULT_TIMEOUT,
+            http_client=anthropic.DefaultAioHttpClient(),
+        )
+
+    provider = AnthropicProvider(client())
+    try:
+        async for _ in provider.stream(REQUEST):
+            pass
+    finally:
+        await provider.aclose()
+    sdk_client = client()
+    try:
+        messages = await sdk_client.messages.create(**build_messages_params(REQUEST), stream=True)
+        await messages.close()
+    finally:
+        await sdk_client.close()
+
+
+def test_a_token_provider_authorises_the_stream_as_create_does() -> None:
+    with FakeProviderServer() as server:
+        server.enqueue(ScriptedResponse(_sse("anthropic")), ScriptedResponse(_sse("anthropic")))
+        asyncio.run(_credentials_requests(server.base_url))
+        ours, sdks = server.requests
+    assert ours.headers["authorization"] == "Bearer token-from-the-cache"
+    assert {k: v for k, v in ours.headers.items() if k != "content-length"} == {
+        k: v for k, v in sdks.headers.items() if k != "content-length"
+    }
