@@ -32,6 +32,7 @@ stream adapter turns into no call at all (see ``AnthropicStreamAdapter``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,15 +51,9 @@ from toolprep.runtime.providers.anthropic_adapter import (
     AnthropicStreamAdapter,
 )
 from toolprep.runtime.providers.base import ModelRequest, ToolDeclaration
-from toolprep.runtime.providers.history import (
-    MISSING_RESULT,
-    HistoryBytes,
-    IdentityCache,
-    tool_result_text,
-)
-from toolprep.runtime.providers.request_body import encode_request_body
+from toolprep.runtime.providers.history import MISSING_RESULT, HistoryBytes, tool_result_text
+from toolprep.runtime.providers.request_body import ToolsJson, stream_body
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
-from toolprep.runtime.providers.streaming import Reply, stream_chunks
 
 if TYPE_CHECKING:
     import anthropic
@@ -229,7 +224,7 @@ class AnthropicProvider:
         # imports this module for the request shape) must not pay for.
         from anthropic._vendor.httpx_aiohttp.transport import map_aiohttp_exceptions
 
-        from toolprep.runtime.providers.direct_post import TRANSPORT_ERRORS, DirectPost
+        from toolprep.runtime.providers.direct_post import DirectPost
 
         self.client = client
         self.name = name
@@ -246,8 +241,9 @@ class AnthropicProvider:
             http_client=http_client,
         )
         self._history = HistoryBytes(_messages, _starts_with_assistant)
-        self._tools: IdentityCache[tuple[ToolDeclaration, ...], bytes] = IdentityCache(256)
-        self._read_errors = TRANSPORT_ERRORS
+        self._tools = ToolsJson(
+            functools.partial(_tools, eager_input_streaming=eager_input_streaming)
+        )
 
     async def aclose(self) -> None:
         await self._post.aclose()
@@ -258,35 +254,14 @@ class AnthropicProvider:
         head: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
         if request.system:
             head["system"] = request.system
-        parts: list[bytes | bytearray] = [
-            encode_request_body(head)[:-1],
-            b',"messages":[',
-            self._history.items(request.history),
-            b"]",
-        ]
-        if request.tools:
-            tools = self._tools.get(request.tools)
-            if tools is None:
-                tools = encode_request_body(
-                    _tools(request.tools, eager_input_streaming=self.eager_input_streaming)
-                )
-                self._tools.put(request.tools, tools)
-            parts += (b',"tools":', tools)
-        parts.append(b',"stream":true}')
-        return b"".join(parts)
+        messages = (self._history.items(request.history),)
+        return stream_body(head, messages, self._tools.get(request.tools))
 
     def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
-        post = self._post
-
-        async def send() -> Reply:
-            return await post.open(self.request_body(request))
-
-        return stream_chunks(
-            send,
+        return self._post.stream(
+            lambda: self.request_body(request),
             AnthropicStreamAdapter(),
             max_event_bytes=self.max_event_bytes,
-            read_errors=self._read_errors,
-            read_failed=post.read_failed,
         )
 
 

@@ -38,15 +38,22 @@ the token as the SDK would.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Protocol
 
 import aiohttp
 import httpx2
 
+from toolprep.messages.content import GenerateContentResponse
 from toolprep.runtime.providers.base import StreamError
-from toolprep.runtime.providers.streaming import Reply, sdk_status_error, transport_error
+from toolprep.runtime.providers.streaming import (
+    Reply,
+    StreamAdapter,
+    sdk_status_error,
+    stream_chunks,
+    transport_error,
+)
 
 __all__ = [
     "CONNECTION_LIMIT",
@@ -190,6 +197,23 @@ class DirectPost:
             self._url = str(base.copy_with(raw_path=raw_path))
             self._base_url = base
         return self._url
+
+    def stream(
+        self, encode: Callable[[], bytes], adapter: StreamAdapter, *, max_event_bytes: int
+    ) -> AsyncIterator[GenerateContentResponse]:
+        """The stream of one request, for either wire: ``encode`` makes the body once the
+        stream is iterated (so its errors come from the stream, as every failure does)."""
+
+        async def send() -> Reply:
+            return await self.open(encode())
+
+        return stream_chunks(
+            send,
+            adapter,
+            max_event_bytes=max_event_bytes,
+            read_errors=TRANSPORT_ERRORS,
+            read_failed=self.read_failed,
+        )
 
     async def aclose(self) -> None:
         """Close the aiohttp session; on the loop that opened it."""

@@ -22,17 +22,16 @@ of new contents may follow cached ones (``continues``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final
 
 import orjson
 
 from toolprep.messages.content import Content, FunctionResponse
-from toolprep.runtime.providers.request_body import encode_request_body
+from toolprep.runtime.providers.request_body import IdentityCache, encode_request_body
 
 __all__ = [
     "MISSING_RESULT",
     "HistoryBytes",
-    "IdentityCache",
     "MessagesConversion",
     "json_items",
     "tool_result_text",
@@ -60,37 +59,6 @@ their own and appended (no call left waiting for its result, no message left to 
 def json_items(values: list[Any]) -> bytes:
     """The JSON of ``values`` without the brackets: items joined by commas."""
     return encode_request_body(values)[1:-1]
-
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class IdentityCache(Generic[K, V]):
-    """Values keyed by an object's identity, holding the object so its id is not reused.
-
-    Bounded: past ``limit`` entries the least recently stored goes.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._entries: dict[int, tuple[K, V]] = {}
-
-    def get(self, key: K) -> V | None:
-        entry = self._entries.get(id(key))
-        if entry is None or entry[0] is not key:
-            return None
-        return entry[1]
-
-    def put(self, key: K, value: V) -> None:
-        entries = self._entries
-        entries.pop(id(key), None)
-        entries[id(key)] = (key, value)
-        if len(entries) > self._limit:
-            del entries[next(iter(entries))]
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
 
 class _Encoded:

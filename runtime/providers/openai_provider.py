@@ -40,14 +40,12 @@ from toolprep.runtime.providers.base import ModelRequest, ToolDeclaration
 from toolprep.runtime.providers.history import (
     MISSING_RESULT,
     HistoryBytes,
-    IdentityCache,
     json_items,
     tool_result_text,
 )
 from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
-from toolprep.runtime.providers.request_body import encode_request_body
+from toolprep.runtime.providers.request_body import ToolsJson, stream_body
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
-from toolprep.runtime.providers.streaming import Reply, stream_chunks
 
 if TYPE_CHECKING:
     import openai
@@ -192,7 +190,7 @@ class OpenAIProvider:
         import openai
         from openai._vendor.httpx_aiohttp.transport import map_aiohttp_exceptions
 
-        from toolprep.runtime.providers.direct_post import TRANSPORT_ERRORS, DirectPost
+        from toolprep.runtime.providers.direct_post import DirectPost
 
         self.client = client
         self.name = name
@@ -215,8 +213,7 @@ class OpenAIProvider:
             http_client=http_client,
         )
         self._history = HistoryBytes(_messages, _always)
-        self._tools: IdentityCache[tuple[ToolDeclaration, ...], bytes] = IdentityCache(256)
-        self._read_errors = TRANSPORT_ERRORS
+        self._tools = ToolsJson(_tools)
 
     async def aclose(self) -> None:
         await self._post.aclose()
@@ -230,31 +227,15 @@ class OpenAIProvider:
             "stream_options": {"include_usage": True},
         }
         history = self._history.items(request.history)
-        parts: list[bytes | bytearray] = [encode_request_body(head)[:-1], b',"messages":[']
+        messages: tuple[bytes | bytearray, ...] = (history,)
         if request.system:
-            parts.append(json_items([_system_message(request.system)]))
-            if history:
-                parts.append(b",")
-        parts += (history, b"]")
-        if request.tools:
-            tools = self._tools.get(request.tools)
-            if tools is None:
-                tools = encode_request_body(_tools(request.tools))
-                self._tools.put(request.tools, tools)
-            parts += (b',"tools":', tools)
-        parts.append(b',"stream":true}')
-        return b"".join(parts)
+            system = json_items([_system_message(request.system)])
+            messages = (system, b",", history) if history else (system,)
+        return stream_body(head, messages, self._tools.get(request.tools))
 
     def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
-        post = self._post
-
-        async def send() -> Reply:
-            return await post.open(self.request_body(request))
-
-        return stream_chunks(
-            send,
+        return self._post.stream(
+            lambda: self.request_body(request),
             OpenAIStreamAdapter(t.name for t in request.tools),
             max_event_bytes=self.max_event_bytes,
-            read_errors=self._read_errors,
-            read_failed=post.read_failed,
         )

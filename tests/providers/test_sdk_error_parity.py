@@ -139,6 +139,17 @@ def _closed_port() -> int:
     return port
 
 
+def _assert_transport_failure(
+    ours: StreamError | None, sdk_error: Exception | None, expected: type[Exception]
+) -> None:
+    """The SDK raised ``expected``; ours is a retryable transport failure caused by its twin."""
+    assert type(sdk_error) is expected
+    assert ours is not None
+    assert type(ours.__cause__) is expected
+    assert str(ours.__cause__) == str(sdk_error)
+    assert (ours.kind, ours.retryable) == ("transport", True)
+
+
 @pytest.mark.parametrize("wire", WIRES)
 def test_a_refused_connection_is_the_sdks_own_error(wire: str) -> None:
     """OpenAI's SDK calls it a timeout, Anthropic's names the address: both kept as the cause,
@@ -147,11 +158,8 @@ def test_a_refused_connection_is_the_sdks_own_error(wire: str) -> None:
     sdk_error = asyncio.run(_sdk_failure(wire, base_url))
     _, ours = collect(_provider(wire, base_url), REQUEST)
     expected = anthropic.APIConnectionError if wire == "anthropic" else openai.APITimeoutError
-    assert type(sdk_error) is expected
+    _assert_transport_failure(ours, sdk_error, expected)
     assert ours is not None
-    assert type(ours.__cause__) is type(sdk_error)
-    assert str(ours.__cause__) == str(sdk_error)
-    assert (ours.kind, ours.retryable) == ("transport", True)
     assert ours.message.startswith("connection refused: nothing is listening at ")
 
 
@@ -160,13 +168,9 @@ def test_a_connection_cut_mid_stream_is_the_sdks_own_error(wire: str) -> None:
     sse = anthropic_sse if wire == "anthropic" else openai_sse
     answer = ScriptedResponse(sse(text="hello there", fragment_size=2), cut_after=3)
     sdk_error, ours = _both(wire, answer)
-    assert type(sdk_error) is (
-        anthropic.APIConnectionError if wire == "anthropic" else openai.APIConnectionError
-    )
+    expected = anthropic.APIConnectionError if wire == "anthropic" else openai.APIConnectionError
+    _assert_transport_failure(ours, sdk_error, expected)
     assert ours is not None
-    assert type(ours.__cause__) is type(sdk_error)
-    assert str(ours.__cause__) == str(sdk_error)
-    assert (ours.kind, ours.retryable) == ("transport", True)
     assert ours.message.startswith("connection failed: Response payload is not completed")
 
 
