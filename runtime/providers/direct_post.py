@@ -10,10 +10,11 @@ what it knows and does the rest itself:
   ``default_headers``: credentials, version and platform headers, the
   user's default headers; plus the ``x-stainless-*`` retry count and
   timeouts its ``create()`` adds) and the timeouts (``client.timeout``);
-- per request: the body the provider serialised, one aiohttp POST on one
-  ``ClientSession`` per ``DirectPost`` (opened on the loop of the first
-  request, closed by ``aclose`` on that loop), and a ``Reply`` whose
-  ``read`` is the response's own ``content.readany``;
+- per request: the body the provider serialised, one aiohttp POST on the
+  ``ClientSession`` of the running loop (one per loop that streams, opened
+  by its first request and closed by ``aclose`` on that loop; the runtime
+  streams on one loop), and a ``Reply`` whose ``read`` is the response's
+  own ``content.readany``;
 - on failure only, the SDK's exceptions: a non-2xx answer is handed to the
   SDK client's own status-error factory (so the class, e.g.
   ``RateLimitError``, and the message are exactly what a caller of
@@ -38,6 +39,7 @@ the token as the SDK would.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Protocol
@@ -183,7 +185,7 @@ class DirectPost:
         if http_client is None and self._auth is not None:
             http_client = _sdk_http_client(client)
         self._http_client = http_client
-        self._session: aiohttp.ClientSession | None = None
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
         self._base_url: httpx2.URL | None = None
         self._url = ""
 
@@ -216,8 +218,9 @@ class DirectPost:
         )
 
     async def aclose(self) -> None:
-        """Close the aiohttp session; on the loop that opened it."""
-        session, self._session = self._session, None
+        """Close the aiohttp session of the running loop (each loop that streamed has one,
+        since a session's sockets belong to its loop)."""
+        session = self._sessions.pop(asyncio.get_running_loop(), None)
         if session is not None:
             await session.close()
 
@@ -225,9 +228,10 @@ class DirectPost:
         """POST ``body``; a 2xx answer's ``Reply``, else the mapped ``StreamError``."""
         if self._http_client is not None:
             return await self._open_httpx(self._http_client, body)
-        session = self._session
+        loop = asyncio.get_running_loop()
+        session = self._sessions.get(loop)
         if session is None:
-            session = self._session = self._new_session()
+            session = self._sessions[loop] = self._new_session()
             self.headers = request_headers(self.client, self._extra_headers)
         try:
             response = await session.post(

@@ -354,3 +354,44 @@ def test_a_token_provider_authorises_the_stream_as_create_does() -> None:
     assert {k: v for k, v in ours.headers.items() if k != "content-length"} == {
         k: v for k, v in sdks.headers.items() if k != "content-length"
     }
+
+
+@pytest.mark.parametrize("provider_name", ["anthropic", "openai"])
+def test_one_provider_streams_on_two_loops_at_once(provider_name: str) -> None:
+    """Each loop gets a session of its own (a session's sockets belong to its loop), and
+    ``aclose`` on each loop closes that loop's."""
+    import threading
+
+    both_streaming = threading.Barrier(2, timeout=60)
+    texts: list[str] = []
+
+    with FakeProviderServer() as server:
+        sse = (
+            anthropic_sse(text="one two three", fragment_size=4)
+            if provider_name == "anthropic"
+            else openai_sse(text="one two three", fragment_size=4)
+        )
+        server.enqueue(ScriptedResponse(sse), ScriptedResponse(sse))
+        provider = build_provider(
+            provider_name, base_url=_base_url(provider_name, server), api_key="k", max_retries=0
+        )
+
+        async def stream_on_this_loop() -> None:
+            got: list[str] = []
+            try:
+                async for chunk in provider.stream(REQUEST):
+                    got += [p.text for p in chunk.parts if isinstance(p, TextPart)]
+                    if len(got) == 1:
+                        both_streaming.wait()  # the other loop's stream is open too
+            finally:
+                await provider.aclose()
+            texts.append("".join(got))
+
+        threads = [
+            threading.Thread(target=asyncio.run, args=(stream_on_this_loop(),)) for _ in range(2)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    assert texts == ["one two three", "one two three"]
