@@ -22,10 +22,11 @@ what it knows and does the rest itself:
   ``APIConnectionError`` / ``APITimeoutError``. Tests pin both against the
   SDK on the same responses.
 
-The session is built like the SDK's aiohttp transport builds its own: the
-SDK's connection limit, TLS from ``httpx2.create_ssl_context`` (which
-honours ``SSL_CERT_FILE``/``SSL_CERT_DIR``), no proxy from the environment
-(aiohttp's ``trust_env`` stays off, as in the SDK's transport). Unlike the
+The session is built like the SDK's aiohttp client: the SDK's connection
+limit, TLS from ``httpx2.create_ssl_context`` (which honours
+``SSL_CERT_FILE``/``SSL_CERT_DIR``), and the proxy the environment names
+(``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY``), which the SDK's httpx client
+mounts in front of its aiohttp transport. Unlike the
 SDK, nothing is retried here: the supervisor retries a stream with its own
 policy, which honours ``retry-after`` and caps the wait.
 
@@ -268,7 +269,8 @@ class DirectPost:
         connector = aiohttp.TCPConnector(
             limit=CONNECTION_LIMIT, ssl=httpx2.create_ssl_context(trust_env=True)
         )
-        return aiohttp.ClientSession(connector=connector)
+        # trust_env: proxies from HTTP(S)_PROXY / NO_PROXY, as the SDK's httpx client mounts them
+        return aiohttp.ClientSession(connector=connector, trust_env=True)
 
     async def _open_httpx(self, http_client: httpx2.AsyncClient, body: bytes) -> Reply:
         if not self.headers:

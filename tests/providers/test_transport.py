@@ -395,3 +395,23 @@ def test_one_provider_streams_on_two_loops_at_once(provider_name: str) -> None:
         for thread in threads:
             thread.join(timeout=120)
     assert texts == ["one two three", "one two three"]
+
+
+@pytest.mark.parametrize("provider_name", ["anthropic", "openai"])
+def test_the_environments_proxy_carries_the_stream(
+    provider_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the SDK's own client does: ``HTTP_PROXY`` names where every request goes."""
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with FakeProviderServer() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
+        monkeypatch.setenv("http_proxy", proxy.base_url)
+        proxy.enqueue(ScriptedResponse(_sse(provider_name)))
+        base_url = "http://provider.invalid" + ("/v1" if provider_name == "openai" else "")
+        provider = build_provider(provider_name, base_url=base_url, api_key="k", max_retries=0)
+        _, error = collect(provider, REQUEST)
+        assert error is None
+        (request,) = proxy.requests
+    path = "v1/messages" if provider_name == "anthropic" else "v1/chat/completions"
+    assert request.path == f"http://provider.invalid/{path}"
