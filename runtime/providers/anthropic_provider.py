@@ -1,8 +1,8 @@
-"""Anthropic Messages provider: official SDK for transport, our adapter for the stream.
+"""Anthropic Messages provider: the official SDK's client settings, our POST and adapter.
 
-The request goes out through the SDK's public ``post`` with a body we
-serialised once (see ``request_body``); the SDK still supplies auth,
-headers, base URL, its retries and typed status errors.
+The request goes out over aiohttp (``DirectPost``) with the URL, headers
+and timeouts of the SDK client, and a failed answer raises the SDK's own
+exception class and message (mapped on to ``StreamError``).
 
 ``build_messages_params`` turns provider-neutral history into the Messages
 API shape: user/model turns become user/assistant messages (consecutive
@@ -32,7 +32,8 @@ stream adapter turns into no call at all (see ``AnthropicStreamAdapter``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -49,15 +50,15 @@ from toolprep.runtime.providers.anthropic_adapter import (
     REDACTED_THINKING_PREFIX,
     AnthropicStreamAdapter,
 )
-from toolprep.runtime.providers.base import ModelRequest, StreamError
-from toolprep.runtime.providers.history import MISSING_RESULT, tool_result_text
-from toolprep.runtime.providers.request_body import encode_request_body
-from toolprep.runtime.providers.sdk_post import StreamingPost
+from toolprep.runtime.providers.base import ModelRequest, ToolDeclaration
+from toolprep.runtime.providers.history import MISSING_RESULT, HistoryBytes, tool_result_text
+from toolprep.runtime.providers.request_body import ToolsJson, stream_body
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
-from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
 
 if TYPE_CHECKING:
     import anthropic
+
+    from toolprep.runtime.providers.direct_post import ConnectionErrorFactory
 
 __all__ = ["MESSAGES_PATH", "AnthropicProvider", "build_messages_params"]
 
@@ -100,7 +101,10 @@ def _blocks(content: Content) -> list[dict[str, Any]]:
     return results + blocks
 
 
-def _messages(history: tuple[Content, ...]) -> list[dict[str, Any]]:
+def _messages(history: Sequence[Content]) -> tuple[list[dict[str, Any]], bool]:
+    """The Messages API ``messages`` for ``history``; closed when the last is a user message
+    of the history's own (the calls before it answered for good, and nothing after it
+    can merge into it as long as an assistant message comes next)."""
     messages: list[dict[str, Any]] = []
     for content in history:
         blocks = _blocks(content)
@@ -118,7 +122,15 @@ def _messages(history: tuple[Content, ...]) -> list[dict[str, Any]]:
                 previous.extend(blocks)
             continue
         messages.append({"role": role, "content": blocks})
-    return _answer_orphan_calls(messages)
+    # Closed only on a user message of the history's own: one that answers calls left
+    # open (added below) would have to give way to the results a later content brings.
+    closed = bool(messages) and messages[-1]["role"] == "user"
+    return _answer_orphan_calls(messages), closed
+
+
+def _starts_with_assistant(messages: list[dict[str, Any]]) -> bool:
+    """Whether converted new contents may follow a closed history (roles alternate)."""
+    return bool(messages[0]["role"] == "assistant")
 
 
 def _answer_orphan_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -164,20 +176,26 @@ def build_messages_params(
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
-        "messages": _messages(request.history),
+        "messages": _messages(request.history)[0],
     }
     if request.system:
         params["system"] = request.system
     if request.tools:
-        tools: list[dict[str, Any]] = [
-            {"name": t.name, "description": t.description, "input_schema": t.parameters}
-            for t in request.tools
-        ]
-        if eager_input_streaming:
-            for tool in tools:
-                tool["eager_input_streaming"] = True
-        params["tools"] = tools
+        params["tools"] = _tools(request.tools, eager_input_streaming=eager_input_streaming)
     return params
+
+
+def _tools(
+    declarations: tuple[ToolDeclaration, ...], *, eager_input_streaming: bool
+) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters}
+        for t in declarations
+    ]
+    if eager_input_streaming:
+        for tool in tools:
+            tool["eager_input_streaming"] = True
+    return tools
 
 
 class AnthropicProvider:
@@ -187,6 +205,10 @@ class AnthropicProvider:
     generated instead of in one piece at the end. Turn it off for an
     Anthropic-compatible server that rejects the unknown tool field; tool
     input then arrives however that server buffers it.
+
+    The request is posted by ``DirectPost`` with the client's URL and headers;
+    its body is assembled from the history encoded once per turn
+    (``HistoryBytes``) and the tools encoded once per tool set.
     """
 
     def __init__(
@@ -196,42 +218,59 @@ class AnthropicProvider:
         name: str = "anthropic",
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         eager_input_streaming: bool = True,
+        http_client: httpx2.AsyncClient | None = None,
     ) -> None:
-        # Here, not at the top: whoever holds a client has imported the SDK already, and
-        # the modules importing this one (the replay provider's) must not pay for it.
-        import anthropic
+        # Here, not at the top: aiohttp is imported with it, which the replay provider (which
+        # imports this module for the request shape) must not pay for.
+        from anthropic._vendor.httpx_aiohttp.transport import map_aiohttp_exceptions
+
+        from toolprep.runtime.providers.direct_post import DirectPost
 
         self.client = client
         self.name = name
         self.max_event_bytes = max_event_bytes
         self.eager_input_streaming = eager_input_streaming
-        self._post = StreamingPost(client, MESSAGES_PATH, {"timeout": anthropic.NOT_GIVEN})
-        self._status_error = anthropic.APIStatusError
-        self._transport_errors = (
-            anthropic.APIConnectionError,
-            httpx2.TransportError,
-            httpx2.DecodingError,
+        self._post = DirectPost(
+            client,
+            MESSAGES_PATH,
+            connection_error=_connection_error(client),
+            status_error=client._make_status_error_from_response,
+            exception_map=map_aiohttp_exceptions,
+            # ``create()`` sends the timeout it was given, and it is given none
+            extra_headers={"x-stainless-timeout": "NOT_GIVEN"},
+            http_client=http_client,
+        )
+        self._history = HistoryBytes(_messages, _starts_with_assistant)
+        self._tools = ToolsJson(
+            functools.partial(_tools, eager_input_streaming=eager_input_streaming)
         )
 
     async def aclose(self) -> None:
+        await self._post.aclose()
         await self.client.close()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
-        params = build_messages_params(request, eager_input_streaming=self.eager_input_streaming)
-        body = encode_request_body({**params, "stream": True})
-        adapter = AnthropicStreamAdapter()
-        try:
-            response = await self._post.send(body)
-            try:
-                async for chunk in pump_sse(
-                    response, adapter, max_event_bytes=self.max_event_bytes
-                ):
-                    yield chunk
-            finally:
-                await response.aclose()
-        except StreamError:
-            raise
-        except self._status_error as exc:
-            raise sdk_status_error(exc) from exc
-        except self._transport_errors as exc:
-            raise transport_error(exc, self.client.base_url) from exc
+    def request_body(self, request: ModelRequest) -> bytes:
+        """The streaming request's JSON: what ``build_messages_params`` gives, plus ``stream``."""
+        head: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
+        if request.system:
+            head["system"] = request.system
+        messages = (self._history.items(request.history),)
+        return stream_body(head, messages, self._tools.get(request.tools))
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
+        return self._post.stream(
+            lambda: self.request_body(request),
+            AnthropicStreamAdapter(),
+            max_event_bytes=self.max_event_bytes,
+        )
+
+
+def _connection_error(client: anthropic.AsyncAnthropic) -> ConnectionErrorFactory:
+    """The SDK's own words for a failed connection, from the client that would have sent it."""
+
+    def make(request: httpx2.Request, cause: httpx2.TransportError) -> Exception:
+        if isinstance(cause, httpx2.TimeoutException):
+            return client._make_timeout_error(request, cause)
+        return client._make_connection_error(request, cause)
+
+    return make

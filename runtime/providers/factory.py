@@ -2,17 +2,14 @@
 
 The SDK clients keep their own connection pool, so one provider (one
 client) is built per process and shared by every session and stream.
-``max_retries`` is the SDK's retry budget for failures *before* the stream
-starts (connect errors, 429/5xx answers); failures mid-stream are the
-supervisor's to retry, with its own policy.
-
-The SDKs' aiohttp client carries the requests unless a caller brings its
-own ``http_client``: under a thousand concurrent streams the default httpx
-stack (a pure-Python HTTP parser, and a pool that scans every connection
-per request and per close) costs about as much CPU per provider event as
-everything else in the runtime together. The aiohttp session opens lazily
-on the loop of the first stream and belongs to it; ``Provider.aclose`` must
-run on that same loop.
+The streams are posted over aiohttp by the provider itself
+(``DirectPost``), with the SDK client's URL, headers and timeouts, unless a
+caller brings its own ``http_client`` (then through that httpx client).
+Nothing is retried below the supervisor: ``max_retries`` is still set on
+the SDK client, for calls made through the SDK itself, but a stream's
+failures (before it starts or mid-way) are the supervisor's to retry, with
+its own policy. The aiohttp session opens lazily on the loop of the first
+stream and belongs to it; ``Provider.aclose`` must run on that same loop.
 
 Each SDK is imported here, when its provider is built, and by no module at
 import time: an ``import anthropic`` alone costs over a second of CPU, which
@@ -53,9 +50,9 @@ def build_provider(
     Keys default to the SDKs' environment variables. An OpenAI-compatible
     server given by ``base_url`` may need no key at all, so one is only
     required for the default OpenAI endpoint. ``max_event_bytes`` caps one
-    SSE event of a response (see ``SseDecoder``). ``http_client`` replaces the
-    SDK's aiohttp client (tests pass an httpx client with a transport of
-    their own); ``timeout`` applies either way, per request.
+    SSE event of a response (see ``SseDecoder``). ``http_client`` carries the
+    streams instead of the provider's aiohttp session (and is the SDK
+    client's); ``timeout`` applies either way, per request.
     """
     check_provider_key(name, api_key=api_key, base_url=base_url)
     if name == "anthropic":
@@ -68,7 +65,9 @@ def build_provider(
             timeout=timeout,
             http_client=http_client or anthropic.DefaultAioHttpClient(),
         )
-        return AnthropicProvider(anthropic_client, max_event_bytes=max_event_bytes)
+        return AnthropicProvider(
+            anthropic_client, max_event_bytes=max_event_bytes, http_client=http_client
+        )
     if name == "openai":
         import openai
 
@@ -80,5 +79,7 @@ def build_provider(
             timeout=timeout,
             http_client=http_client or openai.DefaultAioHttpClient(),
         )
-        return OpenAIProvider(openai_client, max_event_bytes=max_event_bytes)
+        return OpenAIProvider(
+            openai_client, max_event_bytes=max_event_bytes, http_client=http_client
+        )
     raise ValueError(f"unknown provider {name!r}: use anthropic or openai")

@@ -55,43 +55,72 @@ def repair_truncated_object(text: str) -> dict[str, Any] | None:
     s = text.rstrip()
     if not s.startswith("{"):
         return None
-    closers: list[str] = []
-    in_string = False
-    escape_start = escape_end = -1  # the backslash escape being read, inside a string
-    for i, ch in enumerate(s):
-        if in_string:
-            if escape_end >= 0:
-                if i == escape_start + 1 and ch == "u":
-                    escape_end = escape_start + 5
-                if i >= escape_end:
-                    escape_start = escape_end = -1
-            elif ch == "\\":
-                escape_start, escape_end = i, i + 1
-            elif ch == '"':
-                in_string = False
+    scan = _Scanner()
+    if not scan.scan(s) or not scan.closers:
+        return None  # broken, or nothing left open: invalid rather than truncated
+    try:
+        value = orjson.loads(_closed(s, scan))
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class _Scanner:
+    """Reads a JSON prefix for what is left open: brackets, a string, an escape in it."""
+
+    __slots__ = ("closers", "escape_end", "escape_start", "in_string")
+
+    def __init__(self) -> None:
+        self.closers: list[str] = []
+        self.in_string = False
+        self.escape_start = -1  # the backslash escape being read, inside a string
+        self.escape_end = -1
+
+    def scan(self, s: str) -> bool:
+        """False when ``s`` cannot be the start of one object (a bracket closed wrongly,
+        or text after the object closed)."""
+        last = len(s) - 1
+        for i, ch in enumerate(s):
+            if self.in_string:
+                self._string_char(i, ch)
+            elif not self._structural_char(i, ch, last):
+                return False
+        return True
+
+    def _string_char(self, i: int, ch: str) -> None:
+        if self.escape_end >= 0:
+            if i == self.escape_start + 1 and ch == "u":
+                self.escape_end = self.escape_start + 5
+            if i >= self.escape_end:
+                self.escape_start = self.escape_end = -1
+        elif ch == "\\":
+            self.escape_start, self.escape_end = i, i + 1
         elif ch == '"':
-            in_string = True
+            self.in_string = False
+
+    def _structural_char(self, i: int, ch: str, last: int) -> bool:
+        closers = self.closers
+        if ch == '"':
+            self.in_string = True
         elif ch == "{":
             closers.append("}")
         elif ch == "[":
             closers.append("]")
         elif ch in "}]":
             if not closers or closers.pop() != ch:
-                return None
-            if not closers and i != len(s) - 1:
-                return None  # trailing garbage after the object: not a truncation
-    if not closers:
-        return None  # nothing is open, so the text is invalid rather than truncated
+                return False
+            if not closers and i != last:
+                return False  # trailing garbage after the object: not a truncation
+        return True
+
+
+def _closed(s: str, scan: _Scanner) -> str:
+    """``s`` with its open string ended (a half-written escape dropped), a dangling comma
+    dropped and the open brackets closed."""
     tail = s
-    if in_string:
-        if escape_start >= 0:
-            tail = tail[:escape_start]  # drop a half-written escape such as "\" or "\u00"
+    if scan.in_string:
+        if scan.escape_start >= 0:
+            tail = tail[: scan.escape_start]  # drop a half-written escape such as "\" or "\u00"
         tail += '"'
-    tail = tail.rstrip()
-    tail = tail.removesuffix(",")
-    candidate = tail + "".join(reversed(closers))
-    try:
-        value = orjson.loads(candidate)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
+    tail = tail.rstrip().removesuffix(",")
+    return tail + "".join(reversed(scan.closers))

@@ -159,6 +159,23 @@ class _Call:
         self.signature: str | None = None
 
 
+class _Step:
+    """What one general-path event adds: parts, call announcements, a finish reason."""
+
+    __slots__ = ("finish", "parts", "preparations")
+
+    def __init__(self) -> None:
+        self.parts: list[Part] | None = None
+        self.preparations: list[ToolCallPreparation] | None = None
+        self.finish: str | None = None
+
+    def add(self, part: Part) -> None:
+        if self.parts is None:
+            self.parts = [part]
+        else:
+            self.parts.append(part)
+
+
 def _in_band_error(error: Any) -> StreamError:
     """``{"error": ...}`` inside the stream, in the shapes OpenAI-compatible servers use."""
     if type(error) is not dict:
@@ -238,40 +255,48 @@ class OpenAIStreamAdapter:
             raise malformed(f"OpenAI stream sent a JSON {type(obj).__name__}, expected an object")
         choices = obj.get("choices")
         if event is None and type(choices) is list and len(choices) == 1:
-            # The hot paths, inlined: a delta with one text piece, or one more argument
-            # fragment for a call already announced. Anything else takes the general path.
-            choice = choices[0]
-            if (
-                type(choice) is dict
-                and not choice.get("finish_reason")
-                and not choice.get("index")
-                and not obj.get("usage")
-            ):
-                delta = choice.get("delta")
-                if type(delta) is dict and len(delta) == 1:
-                    text = delta.get("content")
-                    if text and type(text) is str and self._response_id is not None:
-                        return [text_chunk(text, self._response_id, self._model)]
-                    items = delta.get("tool_calls")
-                    if type(items) is list and len(items) == 1 and not self._finished:
-                        item = items[0]
-                        if type(item) is dict and len(item) == 2:
-                            call = self._by_index.get(item.get("index"))
-                            function = item.get("function")
-                            if (
-                                call is not None
-                                and call.prepared
-                                and type(function) is dict
-                                and len(function) == 1
-                            ):
-                                arguments = function.get("arguments")
-                                if type(arguments) is str:
-                                    self._last = call
-                                    if arguments:
-                                        call.fragments.append(arguments)
-                                        call.has_args = True
-                                    return []
+            hot = self._hot_path(choices[0], obj)
+            if hot is not None:
+                return hot
         return self._event(event, obj, choices)
+
+    def _hot_path(self, choice: Any, obj: dict[str, Any]) -> list[GenerateContentResponse] | None:
+        """The common events, inlined: a delta with one text piece, or one more argument
+        fragment for a call already announced. ``None`` sends anything else the general way."""
+        if (
+            type(choice) is not dict
+            or choice.get("finish_reason")
+            or choice.get("index")
+            or obj.get("usage")
+        ):
+            return None
+        delta = choice.get("delta")
+        if type(delta) is not dict or len(delta) != 1:
+            return None
+        text = delta.get("content")
+        if text and type(text) is str and self._response_id is not None:
+            return [text_chunk(text, self._response_id, self._model)]
+        items = delta.get("tool_calls")
+        if type(items) is list and len(items) == 1 and not self._finished:
+            return self._hot_arguments(items[0])
+        return None
+
+    def _hot_arguments(self, item: Any) -> list[GenerateContentResponse] | None:
+        """``[]`` when ``item`` only adds argument text to an announced call, else ``None``."""
+        if type(item) is not dict or len(item) != 2:
+            return None
+        call = self._by_index.get(item.get("index"))
+        function = item.get("function")
+        if call is None or not call.prepared or type(function) is not dict or len(function) != 1:
+            return None
+        arguments = function.get("arguments")
+        if type(arguments) is not str:
+            return None
+        self._last = call
+        if arguments:
+            call.fragments.append(arguments)
+            call.has_args = True
+        return []
 
     def _on_done(self) -> list[GenerateContentResponse]:
         self._done = True
@@ -289,54 +314,60 @@ class OpenAIStreamAdapter:
         if event == "error":
             raise StreamError(orjson.dumps(obj).decode(), retryable=False, kind="provider")
         if self._response_id is None:
-            response_id = obj.get("id")
-            model = obj.get("model")
-            self._response_id = response_id if type(response_id) is str else None
-            self._model = model if type(model) is str else None
+            self._read_identity(obj)
         usage = obj.get("usage")
         if usage:
             self._usage = self._read_usage(usage)
-        parts: list[Part] | None = None
-        preparations: list[ToolCallPreparation] | None = None
-        finish: str | None = None
+        step = _Step()
         if choices and type(choices) is list:
             for choice in choices:
-                if type(choice) is not dict or choice.get("index"):
-                    continue  # only choice 0 (we never ask for more)
-                delta = choice.get("delta")
-                if delta and type(delta) is dict:
-                    tool_calls = delta.get("tool_calls")
-                    if tool_calls and type(tool_calls) is list and not self._finished:
-                        preparations = self._tool_items(tool_calls, preparations)
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                    if reasoning and type(reasoning) is str:
-                        parts = parts or []
-                        parts.append(ThoughtPart(reasoning))
-                    text = delta.get("content")
-                    if text and type(text) is str:
-                        parts = parts or []
-                        parts.append(TextPart(text))
-                    refusal = delta.get("refusal")
-                    if refusal and type(refusal) is str:
-                        self._refused = True
-                        parts = parts or []
-                        parts.append(TextPart(refusal))
-                reason = choice.get("finish_reason")
-                if reason and type(reason) is str:
-                    finish = reason
-        if finish is not None and not self._finished:
-            return [self._finish(parts, preparations, finish)]
+                if type(choice) is dict and not choice.get("index"):
+                    self._choice(choice, step)  # only choice 0 (we never ask for more)
+        return self._emit(step, bool(usage))
+
+    def _read_identity(self, obj: dict[str, Any]) -> None:
+        response_id = obj.get("id")
+        model = obj.get("model")
+        self._response_id = response_id if type(response_id) is str else None
+        self._model = model if type(model) is str else None
+
+    def _choice(self, choice: dict[str, Any], step: _Step) -> None:
+        delta = choice.get("delta")
+        if delta and type(delta) is dict:
+            self._delta(delta, step)
+        reason = choice.get("finish_reason")
+        if reason and type(reason) is str:
+            step.finish = reason
+
+    def _delta(self, delta: dict[str, Any], step: _Step) -> None:
+        """One delta's tool-call items, reasoning, text and refusal, in that order."""
+        tool_calls = delta.get("tool_calls")
+        if tool_calls and type(tool_calls) is list and not self._finished:
+            step.preparations = self._tool_items(tool_calls, step.preparations)
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning and type(reasoning) is str:
+            step.add(ThoughtPart(reasoning))
+        text = delta.get("content")
+        if text and type(text) is str:
+            step.add(TextPart(text))
+        refusal = delta.get("refusal")
+        if refusal and type(refusal) is str:
+            self._refused = True
+            step.add(TextPart(refusal))
+
+    def _emit(self, step: _Step, has_usage: bool) -> list[GenerateContentResponse]:
+        """The chunks one event's ``step`` makes: the finish, a trailing usage, or its parts."""
+        parts, preparations = step.parts, step.preparations
+        if step.finish is not None and not self._finished:
+            return [self._finish(parts, preparations, step.finish)]
         if parts is None and preparations is None:
-            if usage and self._finished and self._usage is not None:
+            if has_usage and self._finished and self._usage is not None:
                 return [self._chunk((), None, self._usage)]  # trailing usage-only chunk
             return []
-        if (
-            preparations is None
-            and parts is not None
-            and len(parts) == 1
-            and type(parts[0]) is TextPart
-        ):
-            return [text_chunk(parts[0].text, self._response_id, self._model)]
+        if preparations is None and parts is not None and len(parts) == 1:
+            (part,) = parts
+            if type(part) is TextPart:
+                return [text_chunk(part.text, self._response_id, self._model)]
         out = self._chunk(tuple(parts) if parts else (), None, None)
         if preparations:
             set_preparations(out, preparations)

@@ -15,14 +15,14 @@ gets an error result, since every ``tool_calls`` id must be answered.
 newer ``max_completion_tokens`` is used for api.openai.com and
 ``max_tokens`` for every other base URL.
 
-The request goes out through the SDK's public ``post`` with a body we
-serialised once (see ``request_body``); the SDK still supplies auth,
-headers, base URL, its retries and typed status errors.
+The request goes out over aiohttp (``DirectPost``) with the URL, headers
+and timeouts of the SDK client, and a failed answer raises the SDK's own
+exception class and message (mapped on to ``StreamError``).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx2
@@ -36,13 +36,16 @@ from toolprep.messages.content import (
     TextPart,
     ThoughtPart,
 )
-from toolprep.runtime.providers.base import ModelRequest, StreamError
-from toolprep.runtime.providers.history import MISSING_RESULT, tool_result_text
+from toolprep.runtime.providers.base import ModelRequest, ToolDeclaration
+from toolprep.runtime.providers.history import (
+    MISSING_RESULT,
+    HistoryBytes,
+    json_items,
+    tool_result_text,
+)
 from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
-from toolprep.runtime.providers.request_body import encode_request_body
-from toolprep.runtime.providers.sdk_post import StreamingPost
+from toolprep.runtime.providers.request_body import ToolsJson, stream_body
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
-from toolprep.runtime.providers.streaming import pump_sse, sdk_status_error, transport_error
 
 if TYPE_CHECKING:
     import openai
@@ -86,10 +89,14 @@ def _model_message(content: Content) -> dict[str, Any] | None:
     return message
 
 
-def _messages(request: ModelRequest) -> list[dict[str, Any]]:
+def _system_message(system: str) -> dict[str, Any]:
+    return {"role": "system", "content": system}
+
+
+def _messages(history: Sequence[Content]) -> tuple[list[dict[str, Any]], bool]:
+    """Chat messages for ``history`` (without the system prompt); closed when no call
+    was left waiting for its result at the end, so later contents convert on their own."""
     messages: list[dict[str, Any]] = []
-    if request.system:
-        messages.append({"role": "system", "content": request.system})
     unanswered: list[str] = []
 
     def answer_missing() -> None:
@@ -97,7 +104,7 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
             messages.append({"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT})
         unanswered.clear()
 
-    for content in request.history:
+    for content in history:
         if content.role == "model":
             answer_missing()
             message = _model_message(content)
@@ -119,8 +126,13 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
         if texts:
             answer_missing()
             messages.append({"role": "user", "content": "".join(texts)})
+    closed = not unanswered
     answer_missing()
-    return messages
+    return messages, closed
+
+
+def _always(_: list[dict[str, Any]]) -> bool:
+    return True
 
 
 def default_max_tokens_field(base_url: str | httpx2.URL) -> MaxTokensField:
@@ -132,29 +144,37 @@ def build_chat_params(
     request: ModelRequest, *, max_tokens_field: MaxTokensField = "max_tokens"
 ) -> dict[str, Any]:
     """Keyword arguments for ``client.chat.completions.create`` (without ``stream``)."""
+    messages = _messages(request.history)[0]
+    if request.system:
+        messages.insert(0, _system_message(request.system))
     params: dict[str, Any] = {
         "model": request.model,
-        "messages": _messages(request),
+        "messages": messages,
         max_tokens_field: request.max_tokens,
         "stream_options": {"include_usage": True},
     }
     if request.tools:
-        params["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-            for t in request.tools
-        ]
+        params["tools"] = _tools(request.tools)
     return params
 
 
+def _tools(declarations: tuple[ToolDeclaration, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in declarations
+    ]
+
+
 class OpenAIProvider:
-    """``Provider`` over ``openai.AsyncOpenAI``; one adapter per stream."""
+    """``Provider`` over ``openai.AsyncOpenAI``; one adapter per stream.
+
+    Posted by ``DirectPost`` with the client's URL and headers; the body is
+    assembled from the history encoded once per turn and the tools encoded
+    once per tool set, as ``AnthropicProvider`` does.
+    """
 
     def __init__(
         self,
@@ -163,10 +183,14 @@ class OpenAIProvider:
         name: str = "openai",
         max_tokens_field: MaxTokensField | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        http_client: httpx2.AsyncClient | None = None,
     ) -> None:
         # Here, not at the top: whoever holds a client has imported the SDK already, and
         # the modules importing this one (the replay provider's) must not pay for it.
         import openai
+        from openai._vendor.httpx_aiohttp.transport import map_aiohttp_exceptions
+
+        from toolprep.runtime.providers.direct_post import DirectPost
 
         self.client = client
         self.name = name
@@ -174,38 +198,44 @@ class OpenAIProvider:
         self.max_tokens_field: MaxTokensField = max_tokens_field or default_max_tokens_field(
             client.base_url
         )
-        # what ``create()`` asks for: the API key as a bearer token, no admin key
-        self._post = StreamingPost(
+
+        def connection_error(request: httpx2.Request, cause: httpx2.TransportError) -> Exception:
+            if isinstance(cause, httpx2.TimeoutException):
+                return openai.APITimeoutError(request=request)
+            return openai.APIConnectionError(request=request)
+
+        self._post = DirectPost(
             client,
             CHAT_COMPLETIONS_PATH,
-            {"timeout": openai.NOT_GIVEN, "security": {"bearer_auth": True}},
+            connection_error=connection_error,
+            status_error=client._make_status_error_from_response,
+            exception_map=map_aiohttp_exceptions,
+            http_client=http_client,
         )
-        self._status_error = openai.APIStatusError
-        self._transport_errors = (
-            openai.APIConnectionError,
-            httpx2.TransportError,
-            httpx2.DecodingError,
-        )
+        self._history = HistoryBytes(_messages, _always)
+        self._tools = ToolsJson(_tools)
 
     async def aclose(self) -> None:
+        await self._post.aclose()
         await self.client.close()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
-        params = build_chat_params(request, max_tokens_field=self.max_tokens_field)
-        body = encode_request_body({**params, "stream": True})
-        adapter = OpenAIStreamAdapter(t.name for t in request.tools)
-        try:
-            response = await self._post.send(body)
-            try:
-                async for chunk in pump_sse(
-                    response, adapter, max_event_bytes=self.max_event_bytes
-                ):
-                    yield chunk
-            finally:
-                await response.aclose()
-        except StreamError:
-            raise
-        except self._status_error as exc:
-            raise sdk_status_error(exc) from exc
-        except self._transport_errors as exc:
-            raise transport_error(exc, self.client.base_url) from exc
+    def request_body(self, request: ModelRequest) -> bytes:
+        """The streaming request's JSON: what ``build_chat_params`` gives, plus ``stream``."""
+        head: dict[str, Any] = {
+            "model": request.model,
+            self.max_tokens_field: request.max_tokens,
+            "stream_options": {"include_usage": True},
+        }
+        history = self._history.items(request.history)
+        messages: tuple[bytes | bytearray, ...] = (history,)
+        if request.system:
+            system = json_items([_system_message(request.system)])
+            messages = (system, b",", history) if history else (system,)
+        return stream_body(head, messages, self._tools.get(request.tools))
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
+        return self._post.stream(
+            lambda: self.request_body(request),
+            OpenAIStreamAdapter(t.name for t in request.tools),
+            max_event_bytes=self.max_event_bytes,
+        )

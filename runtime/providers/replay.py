@@ -80,7 +80,12 @@ from toolprep.runtime.providers.replay_script import (
 )
 from toolprep.runtime.providers.request_body import encode_request_body
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
-from toolprep.runtime.providers.streaming import StreamAdapter, body_status_error, pump_sse
+from toolprep.runtime.providers.streaming import (
+    Reply,
+    StreamAdapter,
+    body_status_error,
+    stream_chunks,
+)
 
 __all__ = [
     "ReplayProvider",
@@ -317,7 +322,7 @@ class ReplayProvider:
 
     Each request is built and each answer read exactly as the SDK-backed
     provider of that format does: ``build_messages_params`` or
-    ``build_chat_params``, then ``pump_sse`` through that format's adapter,
+    ``build_chat_params``, then ``stream_chunks`` through that format's adapter,
     and a non-2xx answer mapped by the same status rules.
     """
 
@@ -350,17 +355,25 @@ class ReplayProvider:
             adapter = OpenAIStreamAdapter(t.name for t in request.tools)
         return encode_request_body({**params, "stream": True}), adapter
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
         body, adapter = self._encode(request)
-        sent = httpx2.Request(
-            "POST", _URLS[self.wire], content=body, headers={"content-type": "application/json"}
-        )
-        response = await self.transport.handle_async_request(sent)
-        try:
+
+        async def send() -> Reply:
+            sent = httpx2.Request(
+                "POST", _URLS[self.wire], content=body, headers={"content-type": "application/json"}
+            )
+            response = await self.transport.handle_async_request(sent)
             if not 200 <= response.status_code < 300:
-                error_body = await response.aread()
+                try:
+                    error_body = await response.aread()
+                finally:
+                    await response.aclose()
                 raise body_status_error(response.status_code, error_body, response.headers)
-            async for chunk in pump_sse(response, adapter, max_event_bytes=self.max_event_bytes):
-                yield chunk
-        finally:
-            await response.aclose()
+            chunks = response.aiter_bytes()
+
+            async def read() -> bytes:
+                return await anext(chunks, b"")
+
+            return Reply(response.headers.get("content-type"), read, response.aclose)
+
+        return stream_chunks(send, adapter, max_event_bytes=self.max_event_bytes)

@@ -17,18 +17,19 @@ standard library encoder, as the SDK would have used.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import orjson
 
-from toolprep.runtime.providers.base import StreamError
+from toolprep.runtime.providers.base import StreamError, ToolDeclaration
 
-__all__ = ["encode_request_body"]
+__all__ = ["IdentityCache", "ToolsJson", "encode_request_body", "stream_body"]
 
 
-def encode_request_body(params: Mapping[str, Any]) -> bytes:
-    """``params`` as compact UTF-8 JSON; a final ``invalid_request`` error if it is not JSON."""
+def encode_request_body(params: Mapping[str, Any] | list[Any]) -> bytes:
+    """``params`` (a body, or a piece of one) as compact UTF-8 JSON; a final
+    ``invalid_request`` error if it is not JSON."""
     try:
         return orjson.dumps(params)
     except orjson.JSONEncodeError:
@@ -43,3 +44,67 @@ def encode_request_body(params: Mapping[str, Any]) -> bytes:
             retryable=False,
             kind="invalid_request",
         ) from exc
+
+
+def stream_body(
+    head: Mapping[str, Any], messages: Sequence[bytes | bytearray], tools: bytes | None
+) -> bytes:
+    """A streaming request's body from its pieces: the ``head`` fields (``model`` first, so
+    the object is never empty), the ``messages`` items, the encoded ``tools``, ``stream``."""
+    parts = [encode_request_body(head)[:-1], b',"messages":[', *messages, b"]"]
+    if tools is not None:
+        parts += (b',"tools":', tools)
+    parts.append(b',"stream":true}')
+    return b"".join(parts)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class IdentityCache(Generic[K, V]):
+    """Values keyed by an object's identity, holding the object so its id is not reused.
+
+    Bounded: past ``limit`` entries the least recently stored goes.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._entries: dict[int, tuple[K, V]] = {}
+
+    def get(self, key: K) -> V | None:
+        entry = self._entries.get(id(key))
+        if entry is None or entry[0] is not key:
+            return None
+        return entry[1]
+
+    def put(self, key: K, value: V) -> None:
+        entries = self._entries
+        entries.pop(id(key), None)
+        entries[id(key)] = (key, value)
+        if len(entries) > self._limit:
+            del entries[next(iter(entries))]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class ToolsJson:
+    """A request's tools, encoded once per tool set: a session declares the same tuple on
+    every request, and an MCP server can bring thousands of tools."""
+
+    def __init__(
+        self, convert: Callable[[tuple[ToolDeclaration, ...]], list[dict[str, Any]]]
+    ) -> None:
+        self._convert = convert
+        self._cache: IdentityCache[tuple[ToolDeclaration, ...], bytes] = IdentityCache(256)
+
+    def get(self, tools: tuple[ToolDeclaration, ...]) -> bytes | None:
+        """The JSON array of ``tools``; ``None`` for none (the field is left out)."""
+        if not tools:
+            return None
+        encoded = self._cache.get(tools)
+        if encoded is None:
+            encoded = encode_request_body(self._convert(tools))
+            self._cache.put(tools, encoded)
+        return encoded

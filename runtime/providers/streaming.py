@@ -1,14 +1,14 @@
 """The read loop both providers share: HTTP body bytes -> SSE -> adapter -> chunks.
 
-The SDKs do everything up to the first response byte (auth, base URL,
-headers, retries before the stream starts, status errors). From there we
-read the raw body ourselves: the SDKs' typed streams validate a pydantic
+``DirectPost`` sends the request with what the SDK client would send and
+maps a failed answer to the SDK's own exception; from the first body byte
+we read the raw body ourselves: the SDKs' typed streams validate a pydantic
 object per event, several times the cost of our whole adapter.
 
 Failures are mapped to ``StreamError`` here so the supervisor never sees a
 provider- or SDK-specific exception:
 
-- a non-2xx answer (after the SDK's own retries) -> ``status_error`` rules:
+- a non-2xx answer -> ``status_error`` rules:
   429 / 408 / 409 / 5xx / 529 retryable with ``retry_after`` from the
   headers, other 4xx final;
 - connection refused, timeouts, a connection cut mid-body -> retryable
@@ -30,7 +30,8 @@ first line is an SSE field or comment.
 from __future__ import annotations
 
 import errno
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx2
@@ -42,11 +43,12 @@ from toolprep.runtime.providers.errors import not_event_stream, status_error
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES, SseDecoder
 
 __all__ = [
+    "Reply",
     "StreamAdapter",
     "body_status_error",
     "connection_refused",
-    "pump_sse",
     "sdk_status_error",
+    "stream_chunks",
     "transport_error",
 ]
 
@@ -59,34 +61,61 @@ class StreamAdapter(Protocol):
     def end(self) -> list[GenerateContentResponse]: ...
 
 
-async def pump_sse(
-    response: httpx2.Response,
+@dataclass(slots=True)
+class Reply:
+    """A 2xx answer being read: ``read`` returns the next body bytes, ``b""`` at the end.
+
+    ``read`` is the transport's own read (aiohttp's ``content.readany``), so a
+    body chunk reaches the decoder with no object of ours around it.
+    """
+
+    content_type: str | None
+    read: Callable[[], Awaitable[bytes]]
+    close: Callable[[], Awaitable[None]]
+
+
+async def stream_chunks(
+    open_reply: Callable[[], Awaitable[Reply]],
     adapter: StreamAdapter,
     *,
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    read_errors: tuple[type[BaseException], ...] = (),
+    read_failed: Callable[[BaseException], StreamError] | None = None,
 ) -> AsyncIterator[GenerateContentResponse]:
-    """Yield the adapter's chunks for one streamed HTTP response, in order."""
-    decoder = SseDecoder(max_event_bytes=max_event_bytes)
-    decode = decoder.feed
-    feed = adapter.feed
-    reads = response.aiter_bytes()
-    content_type = response.headers.get("content-type")
-    if not _declares_event_stream(content_type):
-        head = await _read_head(reads)
-        if not _starts_like_sse(head):
-            raise not_event_stream(content_type, head)
-        for event, data in decode(head):
+    """The one stream both wires (and the replay provider) run: open, decode, adapt, close.
+
+    ``open_reply`` sends the request and raises ``StreamError`` for an answer
+    that is not a 2xx; a ``read_errors`` exception while reading the body
+    (a connection cut mid-stream) becomes ``read_failed(exc)``, by default a
+    ``transport_error``.
+    """
+    reply = await open_reply()
+    try:
+        decoder = SseDecoder(max_event_bytes=max_event_bytes)
+        decode = decoder.feed
+        feed = adapter.feed
+        read = reply.read
+        if not _declares_event_stream(reply.content_type):
+            head = await _read_head(read)
+            if not _starts_like_sse(head):
+                raise not_event_stream(reply.content_type, head)
+            for event, data in decode(head):
+                for chunk in feed(event, data):
+                    yield chunk
+        while raw := await read():
+            for event, data in decode(raw):
+                for chunk in feed(event, data):
+                    yield chunk
+        for event, data in decoder.end():
             for chunk in feed(event, data):
                 yield chunk
-    async for raw in reads:
-        for event, data in decode(raw):
-            for chunk in feed(event, data):
-                yield chunk
-    for event, data in decoder.end():
-        for chunk in feed(event, data):
+        for chunk in adapter.end():
             yield chunk
-    for chunk in adapter.end():
-        yield chunk
+    except read_errors as exc:
+        failure = (read_failed or transport_error)(exc)
+        raise failure from (failure.__cause__ or exc)
+    finally:
+        await reply.close()
 
 
 _HEAD_BYTES = 512
@@ -99,13 +128,11 @@ def _declares_event_stream(content_type: str | None) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
 
 
-async def _read_head(reads: AsyncIterator[bytes]) -> bytes:
-    """The first bytes of the body (up to EOF); the rest stays in ``reads``."""
+async def _read_head(read: Callable[[], Awaitable[bytes]]) -> bytes:
+    """The first bytes of the body (up to EOF); the rest is left to ``read``."""
     head = bytearray()
-    async for raw in reads:
+    while len(head) < _HEAD_BYTES and (raw := await read()):
         head += raw
-        if len(head) >= _HEAD_BYTES:
-            break
     return bytes(head)
 
 

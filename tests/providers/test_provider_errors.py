@@ -190,7 +190,11 @@ def test_connection_refused_says_nothing_is_listening_at_the_url(name: str) -> N
     assert error.message.rstrip("/") == expected
 
 
-def test_sdk_retries_before_the_stream_starts(server: FakeProviderServer) -> None:
+def test_a_refused_request_is_sent_once_and_its_retry_left_to_the_supervisor(
+    server: FakeProviderServer,
+) -> None:
+    """The SDK client's ``max_retries`` no longer retries a stream below the supervisor,
+    whose policy caps the wait and tells the user about it."""
     server.enqueue(
         ScriptedResponse(
             status=529,
@@ -199,11 +203,11 @@ def test_sdk_retries_before_the_stream_starts(server: FakeProviderServer) -> Non
         ),
         ScriptedResponse(anthropic_sse(text="second time lucky")),
     )
-    chunks, error = collect(anthropic_provider(server.base_url, max_retries=1), REQUEST)
-    assert error is None
-    assert len(server.requests) == 2
-    assert server.requests[1].headers["x-stainless-retry-count"] == "1"
-    assert chunks[-1].finish_reason is not None
+    _, error = collect(anthropic_provider(server.base_url, max_retries=1), REQUEST)
+    assert error is not None
+    assert (error.kind, error.retryable, error.retry_after) == ("overloaded", True, 0.001)
+    assert len(server.requests) == 1
+    assert server.requests[0].headers["x-stainless-retry-count"] == "0"
 
 
 @pytest.mark.parametrize("name", sorted(PROVIDERS))

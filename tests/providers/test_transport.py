@@ -37,7 +37,7 @@ from toolprep.messages.content import (
     ThoughtPart,
 )
 from toolprep.runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX
-from toolprep.runtime.providers.anthropic_provider import build_messages_params
+from toolprep.runtime.providers.anthropic_provider import AnthropicProvider, build_messages_params
 from toolprep.runtime.providers.base import ModelRequest, ToolDeclaration
 from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 from toolprep.runtime.providers.openai_provider import build_chat_params
@@ -315,3 +315,103 @@ def test_requests_follow_the_clients_base_url_path_prefix_and_changes(
         f"http://proxy.invalid/team/a/{path}",
         f"http://other.invalid/b/{path}",
     ]
+
+
+async def _credentials_requests(base_url: str) -> None:
+    """One stream through our provider and one through ``create()``, on clients whose
+    credentials are a token provider (the SDK's token cache and auth flow), not a key."""
+    from anthropic.lib.credentials import StaticToken
+
+    def client() -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            base_url=base_url,
+            credentials=StaticToken("token-from-the-cache"),
+            max_retries=0,
+            timeout=DEFAULT_TIMEOUT,
+            http_client=anthropic.DefaultAioHttpClient(),
+        )
+
+    provider = AnthropicProvider(client())
+    try:
+        async for _ in provider.stream(REQUEST):
+            pass
+    finally:
+        await provider.aclose()
+    sdk_client = client()
+    try:
+        messages = await sdk_client.messages.create(**build_messages_params(REQUEST), stream=True)
+        await messages.close()
+    finally:
+        await sdk_client.close()
+
+
+def test_a_token_provider_authorises_the_stream_as_create_does() -> None:
+    with FakeProviderServer() as server:
+        server.enqueue(ScriptedResponse(_sse("anthropic")), ScriptedResponse(_sse("anthropic")))
+        asyncio.run(_credentials_requests(server.base_url))
+        ours, sdks = server.requests
+    assert ours.headers["authorization"] == "Bearer token-from-the-cache"
+    assert {k: v for k, v in ours.headers.items() if k != "content-length"} == {
+        k: v for k, v in sdks.headers.items() if k != "content-length"
+    }
+
+
+@pytest.mark.parametrize("provider_name", ["anthropic", "openai"])
+def test_one_provider_streams_on_two_loops_at_once(provider_name: str) -> None:
+    """Each loop gets a session of its own (a session's sockets belong to its loop), and
+    ``aclose`` on each loop closes that loop's."""
+    import threading
+
+    both_streaming = threading.Barrier(2, timeout=60)
+    texts: list[str] = []
+
+    with FakeProviderServer() as server:
+        sse = (
+            anthropic_sse(text="one two three", fragment_size=4)
+            if provider_name == "anthropic"
+            else openai_sse(text="one two three", fragment_size=4)
+        )
+        server.enqueue(ScriptedResponse(sse), ScriptedResponse(sse))
+        provider = build_provider(
+            provider_name, base_url=_base_url(provider_name, server), api_key="k", max_retries=0
+        )
+
+        async def stream_on_this_loop() -> None:
+            got: list[str] = []
+            try:
+                async for chunk in provider.stream(REQUEST):
+                    got += [p.text for p in chunk.parts if isinstance(p, TextPart)]
+                    if len(got) == 1:
+                        both_streaming.wait()  # the other loop's stream is open too
+            finally:
+                await provider.aclose()
+            texts.append("".join(got))
+
+        threads = [
+            threading.Thread(target=asyncio.run, args=(stream_on_this_loop(),)) for _ in range(2)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    assert texts == ["one two three", "one two three"]
+
+
+@pytest.mark.parametrize("provider_name", ["anthropic", "openai"])
+def test_the_environments_proxy_carries_the_stream(
+    provider_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the SDK's own client does: ``HTTP_PROXY`` names where every request goes."""
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with FakeProviderServer() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
+        monkeypatch.setenv("http_proxy", proxy.base_url)
+        proxy.enqueue(ScriptedResponse(_sse(provider_name)))
+        base_url = "http://provider.invalid" + ("/v1" if provider_name == "openai" else "")
+        provider = build_provider(provider_name, base_url=base_url, api_key="k", max_retries=0)
+        _, error = collect(provider, REQUEST)
+        assert error is None
+        (request,) = proxy.requests
+    path = "v1/messages" if provider_name == "anthropic" else "v1/chat/completions"
+    assert request.path == f"http://provider.invalid/{path}"
