@@ -26,6 +26,7 @@ from tests.support.processes import gone_within, pid_from
 from tests.support.runtime_harness import (
     TURN_END,
     check_cards,
+    is_discarded,
     is_preparing,
     lifecycle,
     message_text,
@@ -260,8 +261,11 @@ def test_a_killed_shard_ends_its_turns_and_its_sessions_reload_from_the_store(
     assert hosted.host.slot_of(victim) == served_by
     replayed = loaded.frames()
     check_cards(replayed)
-    # The store keeps each card's opening and its end; the successor ended the open one.
-    assert lifecycle(replayed) == {"call_v": ["preparing", "discarded"]}
+    # The store keeps each card's opening, its start (written before the shell command ran)
+    # and its end; the successor ended the open one as one that may have run.
+    assert lifecycle(replayed) == {"call_v": ["preparing", "in_progress", "discarded"]}
+    [ended] = [f for f in replayed if f.get("toolCallId") == "call_v" and is_discarded(f)]
+    assert ended["_meta"]["discardReason"] == "interrupted"
     hosted.server.enqueue(sc.ok(sc.text_turn(KIND, "Loaded.")))
     reply = loaded.mark_result(victim, hosted.host.prompt(victim, [TextPart("and now?")]))
     assert reply.result(TURN_S).stop_reason == "end_turn"
