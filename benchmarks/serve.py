@@ -1146,13 +1146,7 @@ def main(argv: list[str] | None = None) -> int:
     stdio = run_stdio(args, workers)
     runs = [stdio]
     with ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolprep-serve-")))
-        workdir = scratch / "work"
-        workdir.mkdir()
-        (workdir / h.BENCH_FILE).write_text(
-            "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
-        )
-        server = stack.enter_context(h.loopback_server(args.rate, tool="read_file"))
+        scratch, workdir, server = _bench_setting(stack, args.rate)
         for label, data_dir in (("serve", None), ("serve+db", scratch / "data")):
             print(
                 f"{label} N={args.sessions} over {args.connections} connections: running ...",
@@ -1203,6 +1197,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _bench_setting(stack: ExitStack, rate: float) -> tuple[Path, Path, h.LoopbackServer]:
+    """A scratch directory, the sessions' working directory in it, and the loopback provider."""
+    scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolprep-serve-")))
+    workdir = scratch / "work"
+    workdir.mkdir()
+    (workdir / h.BENCH_FILE).write_text(
+        "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
+    )
+    return scratch, workdir, stack.enter_context(h.loopback_server(rate, tool="read_file"))
+
+
 def compare_revisions(args: argparse.Namespace, quiet: Callable[[], None]) -> int:
     """The serve run on this revision (per event loop) and on ``--baseline-python``'s."""
     loops = [loop for loop in args.event_loops.split(",") if loop]
@@ -1210,13 +1215,7 @@ def compare_revisions(args: argparse.Namespace, quiet: Callable[[], None]) -> in
     sides["serve:base"] = Side(python=args.baseline_python)
     runs = []
     with ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolprep-serve-")))
-        workdir = scratch / "work"
-        workdir.mkdir()
-        (workdir / h.BENCH_FILE).write_text(
-            "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
-        )
-        server = stack.enter_context(h.loopback_server(args.rate, tool="read_file"))
+        scratch, workdir, server = _bench_setting(stack, args.rate)
         for label, side in sides.items():
             print(f"{label} N={args.sessions} over {args.connections} connections: running ...")
             quiet()
