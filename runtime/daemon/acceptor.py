@@ -23,7 +23,7 @@ from typing import Final
 
 from toolprep.runtime.daemon.limits import OUT_OF_FILES, AcceptErrors
 
-__all__ = ["PAUSE_S", "Acceptor"]
+__all__ = ["PAUSE_S", "Acceptor", "listening_socket"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,17 @@ PAUSE_S: Final = 1.0
 
 _ACCEPTS_PER_WAKE: Final = 128  # a burst is taken in a few rounds, not one loop turn per client
 _GONE_BEFORE_ACCEPT: Final = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM})
+
+
+def listening_socket(host: str, port: int, backlog: int) -> socket.socket:
+    """A non-blocking socket listening on ``host`` (a name, IPv4 or IPv6) and ``port``.
+
+    On the first address ``host`` resolves to, as a URL naming it would reach.
+    """
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    listener = socket.create_server((host, port), family=family, backlog=backlog)
+    listener.setblocking(False)
+    return listener
 
 
 class Acceptor:

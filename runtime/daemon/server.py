@@ -41,7 +41,6 @@ import asyncio
 import contextlib
 import http
 import logging
-import socket
 import threading
 import time
 from typing import Final
@@ -55,7 +54,7 @@ from websockets.server import ServerProtocol
 from toolprep.runtime.acp.agent import AcpAgent
 from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
 from toolprep.runtime.acp.websocket_transport import WebSocketTransport
-from toolprep.runtime.daemon.acceptor import Acceptor
+from toolprep.runtime.daemon.acceptor import Acceptor, listening_socket
 from toolprep.runtime.daemon.admission import Admission
 from toolprep.runtime.daemon.limits import RETRY_AFTER_S
 from toolprep.runtime.daemon.serial_inbox import SerialInbox
@@ -125,12 +124,11 @@ class AcpServer:
         self._loop = new_stream_loop(event_loop)
         self._stopped = threading.Event()
         try:
-            self._listener = socket.create_server((host, port), backlog=_LISTEN_BACKLOG)
+            self._listener = listening_socket(host, port, _LISTEN_BACKLOG)
         except BaseException:
             self._loop.close()
             self._executor.shutdown(wait=False)
             raise
-        self._listener.setblocking(False)
         try:
             self._server: Server = self._loop.run_until_complete(self._listen())
             self._acceptor = Acceptor(self._loop, self._listener, self._new_connection)
