@@ -8,7 +8,7 @@ a subprocess, its soft open-files limit raised to the hard one:
    (RSS with them minus RSS before, over the count) and its thread count.
 2. ``--active 2000``: that many connections at once, each running
    ``initialize``, ``session/new`` and one prompt against the loopback
-   provider (``benchmarks.sse_server``, a tool turn then a text turn):
+   provider (``toolprep.testing.sse_server``, a tool turn then a text turn):
    the share answered ``end_turn``, and first-frame latency (prompt sent ->
    first agent ``session/update`` read), p50 and p99.
 
@@ -20,7 +20,7 @@ interpreter (a virtualenv of an earlier commit, say) and prints both side by
 side with ratios (new / baseline).
 
     .venv/bin/python -m benchmarks.connections --idle 1000 --active 200 \\
-        [--baseline-python /path/to/old/venv/bin/python]
+        [--event-loops asyncio,uvloop] [--baseline-python /path/to/old/venv/bin/python]
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 
 from benchmarks import _harness as h
-from benchmarks.sse_server import BENCH_FILE
+from toolprep.testing.sse_server import BENCH_FILE
 
 LISTENING = "serving ACP on "
 START_TIMEOUT_S = 120.0
@@ -218,10 +218,19 @@ def _supports(python: str, option: str) -> bool:
     return option in shown.stdout
 
 
+@dataclass(frozen=True)
+class Side:
+    """One column of the table: an interpreter, and the daemon's ``--event-loop`` if given."""
+
+    python: str
+    event_loop: str | None = None
+
+
 @contextmanager
 def serve(
-    python: str, base_url: str, token: str, scratch: Path, workers: int, room: int
+    side: Side, base_url: str, token: str, scratch: Path, workers: int, room: int
 ) -> Iterator[Daemon]:
+    python = side.python
     command = [
         python,
         "-m",
@@ -243,6 +252,8 @@ def serve(
     ]
     if _supports(python, "--max-connections"):
         command += ["--max-connections", str(room)]
+    if side.event_loop is not None:
+        command += ["--event-loop", side.event_loop]
     stderr_path = scratch / f"serve-{secrets.token_hex(4)}.stderr"
     env = {
         **os.environ,
@@ -295,10 +306,10 @@ def _client(mode: str, url: str, count: int, token: str, cwd: Path) -> subproces
 
 
 def measure_idle(
-    python: str, base_url: str, count: int, scratch: Path, workers: int
+    side: Side, base_url: str, count: int, scratch: Path, workers: int
 ) -> dict[str, Any]:
     token = secrets.token_urlsafe(32)
-    with serve(python, base_url, token, scratch, workers, count + 100) as daemon:
+    with serve(side, base_url, token, scratch, workers, count + 100) as daemon:
         time.sleep(1.0)  # let start-up settle before the baseline reading
         rss_before, threads_before = daemon.rss_kib(), daemon.threads()
         client = _client("idle", daemon.url, count, token, scratch)
@@ -323,13 +334,13 @@ def measure_idle(
 
 
 def measure_active(
-    python: str, base_url: str, count: int, scratch: Path, workers: int
+    side: Side, base_url: str, count: int, scratch: Path, workers: int
 ) -> dict[str, Any]:
     token = secrets.token_urlsafe(32)
     cwd = scratch / "work"
     cwd.mkdir(exist_ok=True)
     (cwd / BENCH_FILE).write_text("benchmark file\n")
-    with serve(python, base_url, token, scratch, workers, count + 100) as daemon:
+    with serve(side, base_url, token, scratch, workers, count + 100) as daemon:
         client = _client("active", daemon.url, count, token, cwd)
         assert client.stdout is not None and client.stdin is not None
         peak_threads = daemon.threads()
@@ -378,15 +389,15 @@ def print_table(sides: dict[str, dict[str, dict[str, Any]]]) -> None:
     columns = {side: dict(_rows(results)) for side, results in sides.items()}
     labels = list(columns[names[0]])
     width = max(len(label) for label in labels) + 2
-    header = f"{'':<{width}}" + "".join(f"{n:>14}" for n in names)
-    if len(names) == 2:
-        header += f"{'ratio':>10}"
+    newer = [n for n in names if n != "baseline"] if "baseline" in names else []
+    header = f"{'':<{width}}" + "".join(f"{n:>16}" for n in names)
+    header += "".join(f"{n + ' / base':>22}" for n in newer)
     print(header)
     for label in labels:
         values = [columns[n].get(label, "-") for n in names]
-        line = f"{label:<{width}}" + "".join(f"{v!s:>14}" for v in values)
-        if len(names) == 2:
-            line += f"{_ratio(values[0], values[1]):>10}"
+        line = f"{label:<{width}}" + "".join(f"{v!s:>16}" for v in values)
+        base = columns["baseline"].get(label, "-") if newer else "-"
+        line += "".join(f"{_ratio(columns[n].get(label, '-'), base):>22}" for n in newer)
         print(line)
 
 
@@ -400,28 +411,37 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--active", type=int, default=200, help="active connections (0: none)")
     parser.add_argument("--baseline-python", default=None, metavar="PATH")
     parser.add_argument("--workers", type=int, default=1, help="the daemon's --workers")
+    parser.add_argument(
+        "--event-loops",
+        default="",
+        help="the new side's --event-loop values, comma-separated, one column each "
+        "(default: the daemon's own default)",
+    )
     args = parser.parse_args(arguments)
     soft, hard = raise_open_files_limit()
     print(f"open files limit (soft/hard) for client and daemon: {soft}/{hard}")
     print(f"machine: {h.machine_info()}")
-    interpreters = {"new": sys.executable}
+    loops = [loop for loop in args.event_loops.split(",") if loop]
+    interpreters = {f"new {loop}": Side(sys.executable, loop) for loop in loops} or {
+        "new": Side(sys.executable)
+    }
     if args.baseline_python:
-        interpreters["baseline"] = args.baseline_python
+        interpreters["baseline"] = Side(args.baseline_python)
     sides: dict[str, dict[str, dict[str, Any]]] = {}
     with h.loopback_server(0.0, tool="read_file") as provider:
-        for side, python in interpreters.items():
+        for side, spec in interpreters.items():
             results: dict[str, dict[str, Any]] = {}
             for count in (int(c) for c in args.idle.split(",") if c):
                 with tempfile.TemporaryDirectory() as scratch:
                     results[f"idle {count}"] = measure_idle(
-                        python, provider.base_url, count, Path(scratch), args.workers
+                        spec, provider.base_url, count, Path(scratch), args.workers
                     )
                 print(side, f"idle {count}", orjson.dumps(results[f"idle {count}"]).decode())
             if args.active:
                 with tempfile.TemporaryDirectory() as scratch:
                     name = f"active {args.active}"
                     results[name] = measure_active(
-                        python, provider.base_url, args.active, Path(scratch), args.workers
+                        spec, provider.base_url, args.active, Path(scratch), args.workers
                     )
                 print(side, name, orjson.dumps(results[name]).decode())
             sides[side] = results

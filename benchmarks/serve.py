@@ -143,19 +143,39 @@ def _status_or_zero(read: Callable[[int], int], pid: int) -> int:
 
 
 def daemon_command(
-    provider: str, base_url: str, workers: int | None, data_dir: Path | None
+    provider: str,
+    base_url: str,
+    workers: int | None,
+    data_dir: Path | None,
+    side: Side | None = None,
 ) -> list[str]:
     """``toolprep serve`` on a free loopback port, pointed at the loopback provider."""
-    command = serve_command(provider, base_url, "--model", "bench")
+    side = side or Side()
+    command = [side.python, *serve_command(provider, base_url, "--model", "bench")[1:]]
+    if side.event_loop is not None:
+        command += ["--event-loop", side.event_loop]
     if workers is not None:
         command += ["--workers", str(workers)]
     command += ["--data-dir", str(data_dir)] if data_dir is not None else ["--no-persist"]
     return command
 
 
+@dataclass(frozen=True)
+class Side:
+    """Which daemon a ``serve`` run starts: its interpreter, and its ``--event-loop`` if given."""
+
+    python: str = sys.executable
+    event_loop: str | None = None
+
+
 @contextmanager
 def serve_daemon(
-    provider: str, base_url: str, workers: int | None, data_dir: Path | None, scratch: Path
+    provider: str,
+    base_url: str,
+    workers: int | None,
+    data_dir: Path | None,
+    scratch: Path,
+    side: Side | None = None,
 ) -> Iterator[Daemon]:
     """Start the daemon, yield it once it listens, always stop it (SIGTERM, then kill).
 
@@ -172,7 +192,7 @@ def serve_daemon(
     }
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
-            daemon_command(provider, base_url, workers, data_dir),
+            daemon_command(provider, base_url, workers, data_dir, side),
             cwd=h.REPO,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -529,6 +549,7 @@ def run_serve(
     workdir: str,
     scratch: Path,
     data_dir: Path | None,
+    side: Side | None = None,
 ) -> dict[str, Any]:
     """One daemon under ``args.sessions`` looping sessions; then the reconnect probe."""
     connections = min(args.connections, args.sessions)
@@ -537,7 +558,7 @@ def run_serve(
     meters = [_Meter() for _ in range(connections)]
     with ExitStack() as stack:
         daemon = stack.enter_context(
-            serve_daemon(args.provider, base_url, args.workers, data_dir, scratch)
+            serve_daemon(args.provider, base_url, args.workers, data_dir, scratch, side)
         )
         idle = _Idle(daemon.threads())
         clients = _connect(stack, daemon, meters, loop)
@@ -894,7 +915,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def print_table(runs: Sequence[dict[str, Any]]) -> None:
     header = (
-        f"{'run':<10}{'N':>6}{'conns':>6}{'events/s':>10}{'offered':>9}{'share':>7}"
+        f"{'run':<14}{'N':>6}{'conns':>6}{'events/s':>10}{'offered':>9}{'share':>7}"
         f"{'frames/s':>10}{'turns/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'preps':>7}"
         f"{'procs':>6}{'thr':>6}{'KiB/s':>7}{'us/ev':>7}{'us/turn':>9}{'cores':>7}"
         f"{'client':>7}{'prov':>6}{'other':>7}"
@@ -904,7 +925,7 @@ def print_table(runs: Sequence[dict[str, Any]]) -> None:
     for r in runs:
         lat, cpu = r["preparing_latency_ms"], r["cpu"]
         print(
-            f"{r['label']:<10}{r['sessions']:>6}{_fmt(r['connections']):>6}"
+            f"{r['label']:<14}{r['sessions']:>6}{_fmt(r['connections']):>6}"
             f"{r['events_per_s']:>10.0f}{r['offered_events_per_s']:>9.0f}{_share(r):>7.1%}"
             f"{r['frames_per_s']:>10.0f}{r['turns_per_s']:>9.1f}"
             f"{_fmt(lat['p50'], '.2f'):>9}{_fmt(lat['p99'], '.2f'):>9}{_fmt(lat['max'], '.1f'):>9}"
@@ -1091,6 +1112,18 @@ def main(argv: list[str] | None = None) -> int:
         help="before each run wait up to this many seconds for other processes to go idle",
     )
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT)
+    parser.add_argument(
+        "--baseline-python",
+        default=None,
+        metavar="PATH",
+        help="only the serve run, once per --event-loops value and once on this interpreter "
+        "(another revision's, from benchmarks.revision), interleaved; no stdio, db or load runs",
+    )
+    parser.add_argument(
+        "--event-loops",
+        default="",
+        help="with --baseline-python: the new daemon's --event-loop values, comma-separated",
+    )
     args = parser.parse_args(argv)
     if args.sessions < 1 or args.connections < 1 or args.load_turns < 1:
         parser.error("--sessions, --connections and --load-turns must be positive")
@@ -1106,18 +1139,14 @@ def main(argv: list[str] | None = None) -> int:
             if other >= 0.3:
                 print(f"  (other processes still use {other:.2f} cores; measuring anyway)")
 
+    if args.baseline_python:
+        return compare_revisions(args, quiet)
     print(f"stdio N={args.sessions} workers={workers}: running ...", flush=True)
     quiet()
     stdio = run_stdio(args, workers)
     runs = [stdio]
     with ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolprep-serve-")))
-        workdir = scratch / "work"
-        workdir.mkdir()
-        (workdir / h.BENCH_FILE).write_text(
-            "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
-        )
-        server = stack.enter_context(h.loopback_server(args.rate, tool="read_file"))
+        scratch, workdir, server = _bench_setting(stack, args.rate)
         for label, data_dir in (("serve", None), ("serve+db", scratch / "data")):
             print(
                 f"{label} N={args.sessions} over {args.connections} connections: running ...",
@@ -1164,6 +1193,39 @@ def main(argv: list[str] | None = None) -> int:
         "targets": targets,
     }
     h.write_report(args.report, report)
+    print(f"\nreport: {args.report}")
+    return 0
+
+
+def _bench_setting(stack: ExitStack, rate: float) -> tuple[Path, Path, h.LoopbackServer]:
+    """A scratch directory, the sessions' working directory in it, and the loopback provider."""
+    scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolprep-serve-")))
+    workdir = scratch / "work"
+    workdir.mkdir()
+    (workdir / h.BENCH_FILE).write_text(
+        "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
+    )
+    return scratch, workdir, stack.enter_context(h.loopback_server(rate, tool="read_file"))
+
+
+def compare_revisions(args: argparse.Namespace, quiet: Callable[[], None]) -> int:
+    """The serve run on this revision (per event loop) and on ``--baseline-python``'s."""
+    loops = [loop for loop in args.event_loops.split(",") if loop]
+    sides = {f"serve:{loop}": Side(event_loop=loop) for loop in loops} or {"serve": Side()}
+    sides["serve:base"] = Side(python=args.baseline_python)
+    runs = []
+    with ExitStack() as stack:
+        scratch, workdir, server = _bench_setting(stack, args.rate)
+        for label, side in sides.items():
+            print(f"{label} N={args.sessions} over {args.connections} connections: running ...")
+            quiet()
+            runs.append(run_serve(label, server, args, str(workdir), scratch, None, side))
+    print()
+    print_table(runs)
+    print()
+    for r in runs:
+        print(f"  {r['label']}: stop reasons {r['stop_reasons']}, errors {r['prompt_errors']}")
+    h.write_report(args.report, {"benchmark": "serve-revisions", "runs": runs})
     print(f"\nreport: {args.report}")
     return 0
 

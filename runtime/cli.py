@@ -202,8 +202,9 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "--event-loop",
         choices=EVENT_LOOPS,
         default="auto",
-        help="loop for the provider streams: uvloop (pip install 'toolprep[uvloop]') lowers "
-        "tool-card latency under load; auto uses it when installed (default auto)",
+        help="loop for the provider streams (and serve's connections): uvloop (pip install "
+        "'toolprep[uvloop]') lowers tool-card latency under load; auto uses it when installed "
+        "(default auto)",
     )
     acp.add_argument(
         "--log-level",
@@ -698,6 +699,7 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
             max_buffered_bytes=args.max_send_buffer,
             ping_interval_s=args.ping_interval or None,
             ping_timeout_s=args.ping_timeout or None,
+            event_loop=args.event_loop,
         )
     except (ValueError, OSError) as exc:
         pool.shutdown()

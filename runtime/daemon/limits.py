@@ -9,22 +9,23 @@ provider sockets while its sessions stream). Past ``--max-connections`` an upgra
 with ``Retry-After`` before the WebSocket opens.
 
 If descriptors run out all the same (other processes' limits, a low hard
-limit), ``accept`` fails with EMFILE: the event loop stops accepting for a
-second and tries again. ``accept_errors`` turns the loop's report of it
-into one warning per ``_REPORT_EVERY_S`` instead of a traceback per attempt.
+limit), ``accept`` fails with EMFILE: the daemon's accept loop (``acceptor``)
+stops accepting for a second and tries again, on asyncio's loop and
+uvloop's alike. ``AcceptErrors`` reports it as one warning per
+``_REPORT_EVERY_S`` instead of a line per attempt.
 """
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import logging
 import resource
 import time
-from typing import Any, Final
+from typing import Final
 
 __all__ = [
     "FD_RESERVE",
+    "OUT_OF_FILES",
     "RETRY_AFTER_S",
     "AcceptErrors",
     "default_max_connections",
@@ -41,7 +42,8 @@ RETRY_AFTER_S: Final = 5
 
 _FD_PER_CONNECTION: Final = 2
 _REPORT_EVERY_S: Final = 10.0
-_OUT_OF_FILES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+OUT_OF_FILES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+"""The ``accept`` errors that mean the process (or the system) is out of descriptors or memory."""
 
 
 def raise_open_files_limit() -> tuple[int, int]:
@@ -65,17 +67,13 @@ def default_max_connections(soft_limit: int) -> int:
 
 
 class AcceptErrors:
-    """The loop's exception handler: out-of-descriptor accepts as one line now and then."""
+    """Out-of-descriptor accepts as one line now and then, with how many there were."""
 
     def __init__(self) -> None:
         self._last_report = -_REPORT_EVERY_S
         self._since_report = 0
 
-    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        exc = context.get("exception")
-        if not (isinstance(exc, OSError) and exc.errno in _OUT_OF_FILES):
-            loop.default_exception_handler(context)
-            return
+    def report(self, exc: OSError) -> None:
         self._since_report += 1
         now = time.monotonic()
         if now - self._last_report < _REPORT_EVERY_S:

@@ -13,9 +13,12 @@ of ``HANDLER_THREADS`` threads all connections share (handlers may block on
 the store). Frames from the runtime's threads go to the connection's
 bounded buffer and are sent by the loop; a client that falls behind by
 more than ``max_buffered_bytes`` is cut off (close 1008) without slowing
-the writer or anyone else. The loop is asyncio's own, not uvloop: uvloop
-closes a listening socket for good on the first failed ``accept``
-(EMFILE), where asyncio pauses accepting and resumes (``limits``).
+the writer or anyone else. The loop is uvloop's when it is installed
+(``event_loops``, ``--event-loop``), asyncio's otherwise. The listening
+socket and its accept loop are the daemon's own (``acceptor``), so that
+running out of descriptors pauses accepting and resumes on either loop
+(uvloop would close the listening socket for good); each accepted socket
+goes to the ``websockets`` protocol the same way its own server does it.
 
 Security model (``admission``): every upgrade needs ``Authorization: Bearer
 <token>``; one carrying an ``Origin`` (a browser's) is refused unless that
@@ -46,12 +49,14 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
+from websockets.server import ServerProtocol
 
 from toolprep.runtime.acp.agent import AcpAgent
 from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
 from toolprep.runtime.acp.websocket_transport import WebSocketTransport
+from toolprep.runtime.daemon.acceptor import Acceptor, listening_socket
 from toolprep.runtime.daemon.admission import Admission
-from toolprep.runtime.daemon.limits import RETRY_AFTER_S, AcceptErrors
+from toolprep.runtime.daemon.limits import RETRY_AFTER_S
 from toolprep.runtime.daemon.serial_inbox import SerialInbox
 from toolprep.runtime.daemon.serve_options import (
     DEFAULT_MAX_BUFFERED_BYTES,
@@ -59,6 +64,7 @@ from toolprep.runtime.daemon.serve_options import (
     DEFAULT_PING_TIMEOUT_S,
 )
 from toolprep.runtime.daemon.session_pool import SessionPool
+from toolprep.runtime.event_loops import EventLoopChoice, new_stream_loop
 from toolprep.runtime.threads import prestarted_pool
 
 __all__ = [
@@ -100,6 +106,7 @@ class AcpServer:
         ping_interval_s: float | None = DEFAULT_PING_INTERVAL_S,
         ping_timeout_s: float | None = DEFAULT_PING_TIMEOUT_S,
         stop_budget_s: float = STOP_BUDGET_S,
+        event_loop: EventLoopChoice = "auto",
     ) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections}")
@@ -109,17 +116,25 @@ class AcpServer:
         self._max_connections = max_connections
         self._max_buffered = max_buffered_bytes
         self._stop_budget = stop_budget_s
+        self._ping_interval = ping_interval_s
+        self._ping_timeout = ping_timeout_s
         self._live: dict[ServerConnection, WebSocketTransport] = {}
         # All started now: the thread count is a constant of the configuration, not of the load.
         self._executor = prestarted_pool(HANDLER_THREADS, "toolprep-acp")
-        self._loop = asyncio.new_event_loop()
-        self._loop.set_exception_handler(AcceptErrors())
+        self._loop = new_stream_loop(event_loop)
         self._stopped = threading.Event()
         try:
-            self._server: Server = self._loop.run_until_complete(
-                self._listen(host, port, ping_interval_s, ping_timeout_s)
-            )
+            self._listener = listening_socket(host, port, _LISTEN_BACKLOG)
         except BaseException:
+            self._loop.close()
+            self._executor.shutdown(wait=False)
+            raise
+        try:
+            self._server: Server = self._loop.run_until_complete(self._listen())
+            self._acceptor = Acceptor(self._loop, self._listener, self._new_connection)
+            self._acceptor.start()
+        except BaseException:
+            self._listener.close()
             self._loop.close()
             self._executor.shutdown(wait=False)
             raise
@@ -128,26 +143,45 @@ class AcpServer:
         )
         self._thread.start()
 
-    async def _listen(
-        self, host: str, port: int, ping_interval: float | None, ping_timeout: float | None
-    ) -> Server:
-        return await serve(
+    async def _listen(self) -> Server:
+        """The ``websockets`` server, its handshake and connection handling, minus accepting.
+
+        It holds a duplicate of the listening socket only to report it and to close it;
+        it never listens on it (``start_serving=False``): the ``Acceptor`` does.
+        """
+        server = await serve(
             self._serve_connection,
-            host,
-            port,
+            sock=self._listener.dup(),
+            start_serving=False,
             process_request=self._check_request,
             process_response=self._label_response,
             max_size=self._max_message_bytes,
             compression=None,
-            ping_interval=ping_interval,
-            ping_timeout=ping_timeout,
+            ping_interval=self._ping_interval,
+            ping_timeout=self._ping_timeout,
             close_timeout=self._stop_budget,
-            backlog=_LISTEN_BACKLOG,
+        )
+        # Its handshake answers 503 when its own asyncio server is not serving, which this
+        # one never is: what counts is whether the daemon still accepts.
+        server.is_serving = self._accepting  # type: ignore[method-assign]
+        return server
+
+    def _accepting(self) -> bool:
+        return not self._acceptor.closed
+
+    def _new_connection(self) -> ServerConnection:
+        """One accepted socket's protocol, made as ``serve`` makes it with the options above."""
+        return ServerConnection(
+            ServerProtocol(max_size=self._max_message_bytes),
+            self._server,
+            ping_interval=self._ping_interval,
+            ping_timeout=self._ping_timeout,
+            close_timeout=self._stop_budget,
         )
 
     @property
     def url(self) -> str:
-        host, port = self._server.sockets[0].getsockname()[:2]
+        host, port = self._listener.getsockname()[:2]
         if ":" in host:
             host = f"[{host}]"
         return f"ws://{host}:{port}{ACP_PATH}"
@@ -178,6 +212,8 @@ class AcpServer:
 
     async def _stop(self) -> None:
         started = time.monotonic()
+        self._acceptor.close()
+        self._listener.close()
         self._server.close(close_connections=False)  # no new connections; 503 mid-handshake
         live = list(self._live.items())
         for _, transport in live:

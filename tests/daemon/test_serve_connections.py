@@ -17,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import orjson
+import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
@@ -32,6 +33,7 @@ from tests.support.fake_provider import FakeProviderServer, ScriptedResponse, an
 from tests.support.raw_upgrade import address_of, request_bytes, upgrade
 from tests.support.runtime_harness import lifecycle, provider_base_url
 from tests.support.ws_client import WsClient
+from toolprep.runtime.event_loops import uvloop_installed
 
 DEADLINE_S = 60.0  # far above what any of these takes; only a hang comes near it
 SEND_BUFFER = 1024 * 1024
@@ -276,9 +278,21 @@ def _one_turn(daemon: DaemonProcess, provider: FakeProviderServer, workdir: Path
         assert _turn(client, client.start_session(workdir), provider) == "end_turn"
 
 
+@pytest.mark.parametrize(
+    "event_loop",
+    [
+        "asyncio",
+        pytest.param(
+            "uvloop",
+            marks=pytest.mark.skipif(not uvloop_installed(), reason="uvloop is not installed"),
+        ),
+    ],
+)
 def test_out_of_file_descriptors_the_daemon_backs_off_and_recovers(
-    tmp_path: Path, provider: FakeProviderServer, workdir: Path
+    event_loop: str, tmp_path: Path, provider: FakeProviderServer, workdir: Path
 ) -> None:
+    # uvloop's own server would close its listening socket on the first EMFILE; the
+    # daemon's accept loop pauses and resumes on either loop.
     limited = (
         "import os, resource, sys; "
         f"resource.setrlimit(resource.RLIMIT_NOFILE, ({FD_LIMIT}, {FD_LIMIT})); "
@@ -292,6 +306,8 @@ def test_out_of_file_descriptors_the_daemon_backs_off_and_recovers(
         "1",
         "--max-connections",
         "1000",
+        "--event-loop",
+        event_loop,
     )
     env = daemon_environment({"XDG_DATA_HOME": str(tmp_path / "data-home")})
     daemon = DaemonProcess(
