@@ -60,8 +60,10 @@ __all__ = ["COMMIT_WAIT_S", "MAX_PENDING", "RESERVE_BLOCK", "THREAD_NAME", "Stor
 
 MAX_PENDING = 10_000
 RESERVE_BLOCK = 256
-"""Frame numbers reserved in the store at a time: one small write per this many frames, and
-at most this many numbers a gap mark after a crash counts as "up to"."""
+"""Frame numbers reserved in the store at a time: one small write per this many frames. The
+next block is asked for half a block before the numbers run out, so the mark runs at most
+one and a half blocks past the last number shown: what a gap mark after a crash can count
+("up to") beyond the frames it really lacks."""
 THREAD_NAME = "toolprep-journal"
 
 COMMIT_WAIT_S = 120.0
@@ -218,7 +220,7 @@ class StoreJournal:
             self._last_seq[session_id] = last
             asked = self._asked.get(session_id, 0)
         if last + RESERVE_BLOCK // 2 > asked:
-            reserve = _Reserve(session_id, last + RESERVE_BLOCK - 1)
+            reserve = _Reserve(session_id, max(asked, last - 1) + RESERVE_BLOCK)
             with self._lock:
                 self._asked[session_id] = reserve.through
             self._reserving[session_id] = (self._hand_over(reserve), reserve)
