@@ -160,17 +160,14 @@ def test_a_restart_after_a_kill_numbers_on_past_every_frame_shown(tmp_path: Path
     data_dir, cwd = tmp_path / "data", tmp_path / "work"
     cwd.mkdir()
     text = "An answer the agent is killed while streaming."
-    streamed = sc.events(sc.text_turn(KIND, text))
     with FakeProviderServer() as server:
         server.enqueue(
             sc.ok(sc.calls_turn(KIND, [sc.shell("echo one", "call_1")])),
-            sc.ScriptedResponse(events=streamed, stall_after=len(streamed) - 3),
+            sc.text_then_stall(KIND, text),
         )
         with running(server, data_dir, cwd) as first:
             session_id = first.start_session(cwd)
-            first.prompt(session_id, "answer slowly")
-            first.wait_for(lambda _: text in message_text(first.updates(session_id)), timeout=60)
-            shown = first.updates(session_id)
+            shown = first.prompt_until_shown(session_id, text)
             os.kill(first.process.pid, signal.SIGKILL)
             first.wait_exit()
     numbers = [fr.seq_of(u) for u in shown]

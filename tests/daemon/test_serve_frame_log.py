@@ -16,6 +16,7 @@ from typing import Any
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate_update
+from tests.support.daemon_process import DaemonProcess
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.runtime_harness import message_text
@@ -36,6 +37,34 @@ def _load_after(client: WsClient, session_id: str, cwd: Path, after_seq: int) ->
     return client.updates(session_id)[before:]
 
 
+def _resume_after_a_turn(
+    daemon: DaemonProcess, workdir: Path
+) -> tuple[str, list[Message], list[Message]]:
+    """A driver's turn in a new session, then another client's load of the live session in
+    full and its load resuming after frame 3; the daemon is stopped after.
+
+    Returns the session, the full load and the resumed one. Checked here: one numbering,
+    the log's, from 1; the driver was shown all but its own prompt.
+    """
+    driver, watcher = daemon.client(), daemon.client()
+    try:
+        session_id = driver.start_session(workdir)
+        assert driver.result(driver.prompt(session_id, "keep this"))["stopReason"] == "end_turn"
+        sent = driver.updates(session_id)
+        watcher.initialize()
+        assert "result" in watcher.load(session_id, workdir)  # the live session, in full
+        whole = watcher.updates(session_id)
+        resumed = _load_after(watcher, session_id, workdir, 3)
+    finally:
+        watcher.close()
+        driver.close()
+    assert daemon.stop() == 0
+    assert [fr.seq_of(u) for u in whole] == list(range(1, len(whole) + 1))
+    assert [u for u in whole if u["sessionUpdate"] != "user_message_chunk"] == sent
+    assert len(whole) > 3
+    return session_id, whole, resumed
+
+
 def test_a_client_resumes_a_live_session_and_a_stored_one_after_a_frame(
     start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path, tmp_path: Path
 ) -> None:
@@ -45,20 +74,7 @@ def test_a_client_resumes_a_live_session_and_a_stored_one_after_a_frame(
         sc.ok(sc.text_turn(KIND, "Kept.")),
     )
     daemon = start_daemon("--data-dir", data, "--allow-shell", "--workers", "1")
-    driver = daemon.client()
-    session_id = driver.start_session(workdir)
-    assert driver.result(driver.prompt(session_id, "keep this"))["stopReason"] == "end_turn"
-    sent = driver.updates(session_id)
-    watcher = daemon.client()
-    try:
-        watcher.initialize()
-        assert "result" in watcher.load(session_id, workdir)  # the live session, in full
-        whole = watcher.updates(session_id)
-        live_resumed = _load_after(watcher, session_id, workdir, 3)
-    finally:
-        watcher.close()
-        driver.close()
-    assert daemon.stop() == 0
+    session_id, whole, live_resumed = _resume_after_a_turn(daemon, workdir)
 
     restarted = start_daemon("--data-dir", data, "--allow-shell", "--workers", "1")
     reader = restarted.client()
@@ -68,10 +84,6 @@ def test_a_client_resumes_a_live_session_and_a_stored_one_after_a_frame(
     finally:
         reader.close()
     assert restarted.stop() == 0
-    # One numbering: the log's, from 1; the driver was shown all but its own prompt.
-    assert [fr.seq_of(u) for u in whole] == list(range(1, len(whole) + 1))
-    assert [u for u in whole if u["sessionUpdate"] != "user_message_chunk"] == sent
-    assert len(whole) > 3
     assert live_resumed == whole[3:]
     assert stored_resumed == whole[3:]
 
@@ -86,10 +98,9 @@ def test_after_a_kill_mid_turn_a_client_resumes_past_every_frame_it_saw(
     what the log lacks."""
     data = str(tmp_path / "data")
     text = "An answer the daemon is killed while streaming."
-    streamed = sc.events(sc.text_turn(KIND, text))
     provider.enqueue(
         sc.ok(sc.calls_turn(KIND, [sc.shell("echo one", "call_1")])),
-        sc.ScriptedResponse(events=streamed, stall_after=len(streamed) - 3),
+        sc.text_then_stall(KIND, text),
         sc.ok(sc.text_turn(KIND, "After the restart.")),
     )
     options = ("--data-dir", data, "--allow-shell", "--workers", "1")
@@ -97,9 +108,7 @@ def test_after_a_kill_mid_turn_a_client_resumes_past_every_frame_it_saw(
     driver = daemon.client()
     try:
         session_id = driver.start_session(workdir)
-        driver.prompt(session_id, "answer slowly")
-        driver.wait_for(lambda _: text in message_text(driver.updates(session_id)), timeout=60)
-        shown = driver.updates(session_id)
+        shown = driver.prompt_until_shown(session_id, text)
         os.kill(daemon.process.pid, signal.SIGKILL)
         driver.wait_closed()
     finally:
@@ -157,20 +166,5 @@ def test_without_a_store_a_client_resumes_a_live_session_after_a_frame(
         sc.ok(sc.text_turn(KIND, "Kept.")),
     )
     daemon = start_daemon("--no-persist", "--allow-shell", "--workers", "1")
-    driver, watcher = daemon.client(), daemon.client()
-    try:
-        session_id = driver.start_session(workdir)
-        assert driver.result(driver.prompt(session_id, "keep this"))["stopReason"] == "end_turn"
-        sent = driver.updates(session_id)
-        watcher.initialize()
-        assert "result" in watcher.load(session_id, workdir)
-        whole = watcher.updates(session_id)
-        resumed = _load_after(watcher, session_id, workdir, 3)
-    finally:
-        watcher.close()
-        driver.close()
-    assert daemon.stop() == 0
-    assert [fr.seq_of(u) for u in whole] == list(range(1, len(whole) + 1))
-    assert [u for u in whole if u["sessionUpdate"] != "user_message_chunk"] == sent
-    assert len(whole) > 3
+    _, whole, resumed = _resume_after_a_turn(daemon, workdir)
     assert resumed == whole[3:]
