@@ -20,8 +20,9 @@ while ``create`` and ``require_writable`` raise ``SessionStoreReadOnly``
 naming the cause. Each of those calls first tries a cheap write again (a
 header field written with its own value), so the store recovers as soon as
 the disk does; it then writes the crash discards it owes (``close_open_cards``
-called while it could not). A write that fails at run time because the disk
-filled or turned read-only puts it in the same state.
+called while it could not) and the gap marks (``resume_seq``). A write that
+fails at run time because the disk filled or turned read-only puts it in the
+same state.
 
 ``synchronous`` is SQLite's ``PRAGMA synchronous`` under WAL: ``normal``
 (the default) never loses a committed transaction when the process crashes,
@@ -174,6 +175,9 @@ class SessionStore:
         self._read_only: str | None = None
         """Why the store cannot be written, or None while it can."""
         self._cards_owed = False
+        self._seals_owed: dict[str, tuple[int, int, bool]] = {}
+        """Per session, the gap ``resume_seq`` found and could not mark: (last stored,
+        reserved, exact)."""
         self._closed = False
         self._probe_timer: threading.Timer | None = None
         try:
@@ -229,6 +233,7 @@ class SessionStore:
             "the session store %s can be written again: new sessions and turns are accepted",
             self.path,
         )
+        self._write_owed_seals()
         if owed:
             self.close_open_cards()
 
@@ -495,11 +500,42 @@ class SessionStore:
         if self.read_only_cause is not None:
             with self._transaction(f"read the frame log of {session_id}", read=True) as db:
                 self._require(db, session_id)
-                reserved, _ = _reserved(db, session_id)
-                return max(reserved, _stored_seq(db, session_id))
+                stored = _stored_seq(db, session_id)
+                reserved, exact = _reserved(db, session_id)
+            if reserved <= stored:
+                return stored
+            # The number after them is kept for the mark, written once the store recovers.
+            with self._lock:
+                self._seals_owed[session_id] = (stored, reserved, exact)
+            return reserved + 1
         with self._transaction(f"number the frames of {session_id} on") as db:
             self._require(db, session_id)
             return self._seal_abandoned(db, session_id)
+
+    def _write_seal(
+        self, db: sqlite3.Connection, session_id: str, stored: int, reserved: int, exact: bool
+    ) -> None:
+        """In a write transaction: the gap mark for numbers ``stored + 1`` to ``reserved``,
+        numbered ``reserved + 1``; the mark stays exact unless numbers past it are reserved."""
+        cause: GapCause = "refused" if exact else "stopped"
+        mark = numbered(gap_mark(reserved - stored, stored, cause), reserved + 1)
+        db.execute(
+            "INSERT OR IGNORE INTO frames (session_id, seq, frame) VALUES (?, ?, ?)",
+            (session_id, reserved + 1, orjson.dumps(mark)),
+        )
+        db.execute(
+            "UPDATE sessions SET reserved_seq = ?, reserved_exact = 1 "
+            "WHERE id = ? AND reserved_seq <= ?",
+            (reserved + 1, session_id, reserved + 1),
+        )
+
+    def _write_owed_seals(self) -> None:
+        """The gap marks ``resume_seq`` owes since it found the store read-only."""
+        with self._lock:
+            owed, self._seals_owed = self._seals_owed, {}
+        for session_id, (stored, reserved, exact) in owed.items():
+            with self._transaction(f"mark the frames of {session_id} never stored") as db:
+                self._write_seal(db, session_id, stored, reserved, exact)
 
     def _seal_abandoned(self, db: sqlite3.Connection, session_id: str) -> int:
         """In a write transaction: store a gap mark for the numbers reserved past the last
@@ -508,22 +544,13 @@ class SessionStore:
         reserved, exact = _reserved(db, session_id)
         if reserved <= stored:
             return stored
-        cause: GapCause = "refused" if exact else "stopped"
-        mark = numbered(gap_mark(reserved - stored, stored, cause), reserved + 1)
-        db.execute(
-            "INSERT INTO frames (session_id, seq, frame) VALUES (?, ?, ?)",
-            (session_id, reserved + 1, orjson.dumps(mark)),
-        )
-        db.execute(
-            "UPDATE sessions SET reserved_seq = ?, reserved_exact = 1 WHERE id = ?",
-            (reserved + 1, session_id),
-        )
+        self._write_seal(db, session_id, stored, reserved, exact)
         logger.warning(
             "session %s: frames %d to %d were numbered and never stored (%s)",
             session_id,
             stored + 1,
             reserved,
-            "the agent stopped first" if cause == "stopped" else "the store refused them",
+            "the store refused them" if exact else "the agent stopped first",
         )
         return reserved + 1
 
