@@ -249,17 +249,22 @@ META_KEY = "toolprep"
 its session's log, ``{"gap": {...}}`` marks frames the log lacks."""
 
 _SEQ_TAIL = b'"' + META_KEY.encode() + b'":{"seq":'
+_GAP_HEAD = b'"' + META_KEY.encode() + b'":{"gap":{'
+_GAP_SEQ_TAIL = b'},"seq":'
 
 
 def numbered(update: dict[str, Any], seq: int) -> dict[str, Any]:
     """``update`` as its session's frame number ``seq``: ``_meta.toolprep.seq``.
 
     ``_meta`` goes last and the number last in it, so the encoded frame ends with
-    ``"toolprep":{"seq":N}}}`` and ``seq_of_encoded`` reads it back without parsing.
+    ``"toolprep":{"seq":N}}}`` (``"toolprep":{"gap":{...},"seq":N}}}`` for a gap mark) and
+    ``seq_of_encoded`` reads it back without parsing.
     """
     meta = dict(update.get("_meta") or {})
-    meta.pop(META_KEY, None)
-    meta[META_KEY] = {"seq": seq}
+    ours = meta.pop(META_KEY, None)
+    gap = ours.get("gap") if isinstance(ours, dict) else None
+    # A gap mark stored in the log keeps what it marks; the number still goes last.
+    meta[META_KEY] = {"seq": seq} if gap is None else {"gap": gap, "seq": seq}
     framed = {key: value for key, value in update.items() if key != "_meta"}
     framed["_meta"] = meta
     return framed
@@ -278,25 +283,60 @@ def seq_of_encoded(frame: bytes) -> int | None:
     if not frame.endswith(b"}}}"):
         return None
     start = frame.rfind(_SEQ_TAIL)
-    if start < 0:
-        return None
-    digits = frame[start + len(_SEQ_TAIL) : -3]
+    if start >= 0:
+        digits = frame[start + len(_SEQ_TAIL) : -3]
+    else:  # a numbered gap mark: its gap (a flat object) comes before its number
+        start = frame.rfind(_GAP_SEQ_TAIL)
+        if not 0 <= frame.rfind(_GAP_HEAD) < start:
+            return None
+        digits = frame[start + len(_GAP_SEQ_TAIL) : -3]
     return int(digits) if digits.isdigit() else None
 
 
-def gap_mark(missing: int, after_seq: int) -> dict[str, Any]:
+GapCause = Literal["refused", "stopped"]
+"""Why a log lacks frames: ``refused``, the store refused to write them (their count is
+known); ``stopped``, the agent stopped before they were stored (the count is a bound: the
+numbers were reserved, and some of them may never have been shown)."""
+
+
+def gap_mark(missing: int, after_seq: int, cause: GapCause = "refused") -> dict[str, Any]:
     """What a replay shows where the log lacks ``missing`` frames after ``after_seq``: they
-    were sent to the clients then but could not be stored."""
+    were sent to the clients but never stored.
+
+    For a ``stopped`` gap ``missing`` is an upper bound, and the text and ``_meta`` say so
+    (``upTo``): the numbers were reserved before any was shown, not each as it was.
+    """
     noun = "update was" if missing == 1 else "updates were"
+    gap: dict[str, Any] = {"afterSeq": after_seq, "missing": missing}
+    match cause:
+        case "refused":
+            text = f"{missing} {noun} not saved here: the session store could not write them"
+        case "stopped":
+            text = (
+                f"up to {missing} {noun} not saved here: the agent stopped before they were stored"
+            )
+            gap["upTo"] = True
+            gap["cause"] = "stopped"
+        case _:
+            assert_never(cause)
     return {
         "sessionUpdate": "agent_message_chunk",
-        "content": {
-            "type": "text",
-            "text": f"\n[{missing} {noun} not saved here: the session store could not "
-            "write them]\n",
-        },
-        "_meta": {META_KEY: {"gap": {"afterSeq": after_seq, "missing": missing}}},
+        "content": {"type": "text", "text": f"\n[{text}]\n"},
+        "_meta": {META_KEY: {"gap": gap}},
     }
+
+
+def gap_of(update: dict[str, Any]) -> tuple[int, int] | None:
+    """``(afterSeq, missing)`` of a ``gap_mark``, None for any other frame."""
+    meta = update.get("_meta")
+    ours = meta.get(META_KEY) if isinstance(meta, dict) else None
+    gap = ours.get("gap") if isinstance(ours, dict) else None
+    if not isinstance(gap, dict):
+        return None
+    after, missing = gap.get("afterSeq"), gap.get("missing")
+    if isinstance(after, int) and isinstance(missing, int):
+        return after, missing
+    return None
 
 
 def card_change(update: dict[str, Any]) -> tuple[str, str, bool] | None:

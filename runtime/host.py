@@ -76,6 +76,7 @@ from toolprep.runtime.session_host import (
     check_outcome,
 )
 from toolprep.runtime.store.journal import StoreJournal
+from toolprep.runtime.store.numbering import NumberingJournal
 from toolprep.runtime.store.session_store import SessionStore, StoredSession, StoreError
 from toolprep.runtime.tools.base import ClientFilesystem, PermissionOutcome
 from toolprep.runtime.tools.process_groups import ProcessGroups
@@ -136,7 +137,9 @@ class Runtime:
         self.directory = self._make_directory()
         self.tracker_state = TrackerState()
         self.journal = StoreJournal(store) if store else None
-        self.emitter_state = EmitterState(journal=self.journal)
+        # Without a store the frames are numbered all the same: a client's afterSeq then
+        # resumes from the daemon's copy of the live session.
+        self.emitter_state = EmitterState(journal=self.journal or NumberingJournal())
         self.executor_state = ExecutorState()
         self.reader_state = ReaderState(event_loop=self.config.event_loop)
         self.supervisor_state = SupervisorState()
@@ -370,8 +373,8 @@ class Runtime:
                 self.store.create(session_id, cwd, self.routes[0].model)
                 self.store.set_mode(session_id, mode)
             if self.journal is not None and self.store is not None:
-                # Its frames are numbered on from what its log holds.
-                last_seq = 0 if create_in_store else self.store.last_seq(session_id)
+                # Its frames are numbered on after every number a process reserved for it.
+                last_seq = 0 if create_in_store else self.store.resume_seq(session_id)
                 self.journal.start_session(session_id, last_seq)
             # Started before the session can take a prompt, so its first turn has the tools.
             own_tools = self.mcp.open(session_id, cwd, mcp_servers)
@@ -568,6 +571,8 @@ class Runtime:
             # including what the close itself ends (a running turn's discards and history).
             if roles_running:
                 self._wait_until_closed(closed, f"releasing {session_id}")
+            if self.journal is not None:
+                self.journal.end_session(session_id)
             self._wait_for_journal(f"releasing {session_id}")
             try:
                 self.store.release(session_id)

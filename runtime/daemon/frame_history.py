@@ -3,7 +3,8 @@
 A client that loads a session (or reconnects mid-turn) must get everything
 before it, or everything after the last frame it saw (``after``: frames
 carry their number in the session's log, ``_meta.toolprep.seq``, given by
-the journal that stores them), so the frames stay for as long as the
+the journal that stores them, or that only numbers them when the daemon
+keeps no store: this copy is the log then), so the frames stay for as long as the
 session is live. Most of them belong to finished turns and are only ever
 read again by such a replay, so a finished turn's frames are kept as one
 zlib-compressed block: ACP frames are repetitive JSON and shrink several
@@ -11,7 +12,7 @@ times, and a long session's memory grows by that much less. The running
 turn's frames stay as they are, so fanning out and replaying stay cheap
 while it runs.
 
-A frame without a number (a gap mark, a session kept without a store) sits
+A frame without a number (a gap mark a replay from the store adds) sits
 after the numbered frame before it: a replay after that frame includes it.
 """
 
@@ -84,8 +85,8 @@ class FrameHistory:
 
     def after(self, after_seq: int) -> Iterator[bytes]:
         """The frames a client that saw frame ``after_seq`` lacks, in order."""
-        # Frames without numbers only (a session kept without a store): a number the
-        # client holds cannot come from this log, so it gets all of it.
+        # Frames without numbers only (from a runtime that did not number them): a number
+        # the client holds cannot come from this log, so it gets all of it.
         past = 2 * after_seq if self._last_place >= 2 else -2
         for block in self._sealed:
             if block.places[-1] <= past:

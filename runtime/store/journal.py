@@ -14,6 +14,18 @@ frames and history are stored before its reply goes out. So a crash loses
 at most the running turn's text since its last card, and never a card a
 client saw finished or a call that may have run.
 
+A number once shown is never given to another frame, even by a process
+that opens the session after this one died with frames shown and not
+stored: numbers are reserved in the store ahead of use, ``RESERVE_BLOCK``
+at a time (a one-row write handed to the writer half a block before the
+numbers run out, so a frame waits for it only when the writer is that far
+behind; the first block is reserved as the session opens), and a process
+that opens the session again numbers on after everything reserved, its
+log marking the reserved numbers it lacks as a gap
+(``SessionStore.resume_seq``). Closing a session (``end_session``,
+``close``) settles the mark at the last number shown, so a session closed
+cleanly leaves no gap.
+
 The writes run on a thread of their own, one writer for SQLite's one-writer
 rule, applying batches in the order they were handed over. When the writer
 falls ``max_pending`` batches behind (a store stalled by another process's
@@ -35,7 +47,7 @@ import logging
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 from toolprep.messages.content import Content
 from toolprep.messages.frames import agent_message_chunk, card_change, numbered
@@ -44,9 +56,14 @@ from toolprep.runtime.store.session_store import SessionStore, StoreError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["COMMIT_WAIT_S", "MAX_PENDING", "THREAD_NAME", "StoreJournal"]
+__all__ = ["COMMIT_WAIT_S", "MAX_PENDING", "RESERVE_BLOCK", "THREAD_NAME", "StoreJournal"]
 
 MAX_PENDING = 10_000
+RESERVE_BLOCK = 256
+"""Frame numbers reserved in the store at a time: one small write per this many frames. The
+next block is asked for half a block before the numbers run out, so the mark runs at most
+one and a half blocks past the last number shown: what a gap mark after a crash can count
+("up to") beyond the frames it really lacks."""
 THREAD_NAME = "toolprep-journal"
 
 COMMIT_WAIT_S = 120.0
@@ -71,7 +88,25 @@ class _History:
     error: str | None = None
 
 
-_Job = _Frames | _History
+@dataclass(slots=True)
+class _Reserve:
+    """Reserve the session's numbers up to ``through`` (see ``reserve_seq``)."""
+
+    session_id: str
+    through: int
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class _Settle:
+    """The session closed: ``last`` is the last number it showed (see ``settle_seq``)."""
+
+    session_id: str
+    last: int
+    error: str | None = None
+
+
+_Job = _Frames | _History | _Reserve | _Settle
 
 
 @dataclass(slots=True)
@@ -127,6 +162,11 @@ class StoreJournal:
         self._handed = 0
         self._done = 0
         self._last_seq: dict[str, int] = {}
+        # Each session's numbers reserved in the store (or tried and refused) so far, the
+        # reservations handed to the writer so far, and the last of those (emitter's thread).
+        self._reserved: dict[str, int] = {}
+        self._asked: dict[str, int] = {}
+        self._reserving: dict[str, tuple[int, _Reserve]] = {}
         # Each session's last batch handed over since its turn began (the emitter's thread).
         self._last_handed: dict[str, tuple[int, _Job]] = {}
         self._losses: dict[str, _Loss] = {}
@@ -140,23 +180,64 @@ class StoreJournal:
     # --- numbering ------------------------------------------------------------------------
 
     def start_session(self, session_id: str, last_seq: int) -> None:
-        """The session's log holds frames up to ``last_seq``: its next frame is the one after
-        (or after the last this journal numbered, should those not all be stored)."""
+        """The session's log ends at ``last_seq`` (``SessionStore.resume_seq``): its next
+        frame is the one after (or after the last this journal numbered, should those not
+        all be stored). Its first block of numbers is reserved here, as it opens, so its
+        first frames wait for no write."""
         with self._lock:
-            self._last_seq[session_id] = max(self._last_seq.get(session_id, 0), last_seq)
+            last = self._last_seq[session_id] = max(self._last_seq.get(session_id, 0), last_seq)
+        through = last + RESERVE_BLOCK
+        try:
+            self.store.reserve_seq(session_id, through)
+        except StoreError as exc:  # its first frame asks again, through the writer
+            logger.error("frame numbers of %s up to %d not reserved: %s", session_id, through, exc)
+            through = last
+        with self._lock:
+            self._reserved[session_id] = self._asked[session_id] = through
+
+    def end_session(self, session_id: str) -> None:
+        """The session closed here: settle its high-water mark at the last number it showed
+        (handed to the writer after its frames); a later open numbers on from the store."""
+        with self._lock:
+            last = self._last_seq.pop(session_id, None)
+            self._reserved.pop(session_id, None)
+            self._asked.pop(session_id, None)
+        self._reserving.pop(session_id, None)
+        if last is not None:
+            self._hand_over(_Settle(session_id, last))
 
     def _next_seq(self, session_id: str) -> int:
         with self._lock:
             last = self._last_seq.get(session_id)
         if last is None:  # not started here: carry on from the store's log
             try:
-                last = self.store.last_seq(session_id)
+                last = self.store.resume_seq(session_id)
             except StoreError as exc:
                 logger.error("numbering the frames of %s from 1: %s", session_id, exc)
                 last = 0
         with self._lock:
             last = max(last, self._last_seq.get(session_id, 0)) + 1
             self._last_seq[session_id] = last
+            asked = self._asked.get(session_id, 0)
+        if last + RESERVE_BLOCK // 2 > asked:
+            reserve = _Reserve(session_id, max(asked, last - 1) + RESERVE_BLOCK)
+            with self._lock:
+                self._asked[session_id] = reserve.through
+            self._reserving[session_id] = (self._hand_over(reserve), reserve)
+        if last > self._reserved.get(session_id, 0):
+            ticket, reserve = self._reserving[session_id]
+            error = self._wait_for_written(ticket, reserve)
+            if error is not None:
+                # The session goes on (its frames are most likely refused too, and counted);
+                # the next block tries again.
+                logger.error(
+                    "frame numbers of %s up to %d not reserved: %s",
+                    session_id,
+                    reserve.through,
+                    error,
+                )
+            with self._lock:
+                self._reserved[session_id] = max(self._reserved.get(session_id, 0), reserve.through)
         return last
 
     # --- the emitter's side -------------------------------------------------------------
@@ -276,6 +357,10 @@ class StoreJournal:
         writing (the store, when closed under it, fails those writes).
         """
         with self._lock:
+            open_sessions = list(self._last_seq)
+        for session_id in open_sessions:
+            self.end_session(session_id)
+        with self._lock:
             self._closing = True
             self._work.notify()
             self._written.notify_all()
@@ -306,7 +391,11 @@ class StoreJournal:
 
     def _count_loss(self, job: _Job, cause: str) -> None:
         """With the lock held: the session's next turn end reports it; a lost compacted
-        history makes the next one be saved whole."""
+        history makes the next one be saved whole. A refused reservation or settling is no
+        loss of anything shown: a later replay counts the numbers past the last stored frame
+        as "up to"."""
+        if isinstance(job, _Reserve | _Settle):
+            return
         if isinstance(job, _Frames):
             self.lost_frames += len(job.frames)
             if job.notice:
@@ -318,12 +407,19 @@ class StoreJournal:
     def _apply(self, job: _Job) -> str | None:
         """Write ``job``; None if it is stored, else why not (logged here)."""
         try:
-            if isinstance(job, _Frames):
-                self.store.append_frames(job.session_id, job.frames)
-            else:
-                self.store.save_history(job.session_id, job.history, rewritten=job.rewritten)
+            match job:
+                case _Frames():
+                    self.store.append_frames(job.session_id, job.frames)
+                case _History():
+                    self.store.save_history(job.session_id, job.history, rewritten=job.rewritten)
+                case _Reserve():
+                    self.store.reserve_seq(job.session_id, job.through)
+                case _Settle():
+                    self.store.settle_seq(job.session_id, job.last)
+                case _:
+                    assert_never(job)
         except StoreError as exc:
-            kind = "frame" if isinstance(job, _Frames) else "history"
+            kind = _kind(job)
             self._failures.failed(kind, exc.cause, f"{_describe(job)} not saved: {exc}")
             return _cause(exc)
         except Exception as exc:  # the writer serves every session: one bad write must not stop it
@@ -357,7 +453,27 @@ def _coalesce(jobs: list[_Job]) -> list[tuple[_Job, list[_Job]]]:
     return merged
 
 
+def _kind(job: _Job) -> str:
+    match job:
+        case _Frames():
+            return "frame"
+        case _History():
+            return "history"
+        case _Reserve() | _Settle():
+            return "reservation"
+        case _:
+            assert_never(job)
+
+
 def _describe(job: _Job) -> str:
-    if isinstance(job, _Frames):
-        return f"{len(job.frames)} frames of {job.session_id} were"
-    return f"the history of {job.session_id} was"
+    match job:
+        case _Frames():
+            return f"{len(job.frames)} frames of {job.session_id} were"
+        case _History():
+            return f"the history of {job.session_id} was"
+        case _Reserve():
+            return f"the frame numbers of {job.session_id} up to {job.through} were"
+        case _Settle():
+            return f"the last frame number of {job.session_id} ({job.last}) was"
+        case _:
+            assert_never(job)

@@ -58,6 +58,17 @@ MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE open_cards ADD COLUMN started INTEGER NOT NULL DEFAULT 0;
     """,
+    # 3 -> 4: the session's high-water mark of frame numbers (``reserved_seq``): no number
+    # above it was ever shown to a client, so a process that opens the session again numbers
+    # on after it and never gives a shown number to another frame. ``reserved_exact``: it is
+    # the last number shown (the session was closed), not a bound reserved ahead of it.
+    """
+    ALTER TABLE sessions ADD COLUMN reserved_seq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN reserved_exact INTEGER NOT NULL DEFAULT 1;
+    UPDATE sessions SET reserved_seq = (
+        SELECT COALESCE(MAX(seq), 0) FROM frames WHERE frames.session_id = sessions.id
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -20,8 +20,9 @@ while ``create`` and ``require_writable`` raise ``SessionStoreReadOnly``
 naming the cause. Each of those calls first tries a cheap write again (a
 header field written with its own value), so the store recovers as soon as
 the disk does; it then writes the crash discards it owes (``close_open_cards``
-called while it could not). A write that fails at run time because the disk
-filled or turned read-only puts it in the same state.
+called while it could not) and the gap marks (``resume_seq``). A write that
+fails at run time because the disk filled or turned read-only puts it in the
+same state.
 
 ``synchronous`` is SQLite's ``PRAGMA synchronous`` under WAL: ``normal``
 (the default) never loses a committed transaction when the process crashes,
@@ -50,9 +51,11 @@ from toolprep.messages.codec import dump_content, load_content
 from toolprep.messages.content import Content
 from toolprep.messages.frames import (
     DiscardReason,
+    GapCause,
     card_change,
     discarded,
     gap_mark,
+    gap_of,
     numbered,
     seq_of,
 )
@@ -172,6 +175,9 @@ class SessionStore:
         self._read_only: str | None = None
         """Why the store cannot be written, or None while it can."""
         self._cards_owed = False
+        self._seals_owed: dict[str, tuple[int, int, bool]] = {}
+        """Per session, the gap ``resume_seq`` found and could not mark: (last stored,
+        reserved, exact)."""
         self._closed = False
         self._probe_timer: threading.Timer | None = None
         try:
@@ -227,6 +233,7 @@ class SessionStore:
             "the session store %s can be written again: new sessions and turns are accepted",
             self.path,
         )
+        self._write_owed_seals()
         if owed:
             self.close_open_cards()
 
@@ -405,16 +412,21 @@ class SessionStore:
         """Add ``frames`` to the session's log, in order; returns the last one's number.
 
         A frame ``numbered`` already (the journal numbers each as it is sent) is
-        stored under its number; one without is given the next after what the log
-        holds. A number the log holds already is refused, never overwritten.
+        stored under its number; one without (a crash's discard, written by a
+        process that does not number the session) is given the next number after
+        every number a process reserved for it, after a gap mark for the reserved
+        numbers the log lacks (``_seal_abandoned``). A number the log holds already
+        is refused, never overwritten. The session's high-water mark
+        (``reserved_seq``) is raised to the last number, in the same transaction.
         """
         if not frames:
             return self.last_seq(session_id)
         with self._transaction(f"record frames of {session_id}") as db:
             self._require(db, session_id)
-            (last,) = db.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?", (session_id,)
-            ).fetchone()
+            if all(seq_of(frame) is not None for frame in frames):
+                last = _stored_seq(db, session_id)
+            else:
+                last = self._seal_abandoned(db, session_id)
             rows = []
             for frame in frames:
                 seq = seq_of(frame)
@@ -448,8 +460,99 @@ class SessionStore:
                         "DO UPDATE SET started = MAX(started, excluded.started)",
                         (session_id, call_id, tool_name, started),
                     )
-            db.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id))
+            db.execute(
+                "UPDATE sessions SET updated_at = ?, reserved_seq = MAX(reserved_seq, ?) "
+                "WHERE id = ?",
+                (time.time(), last, session_id),
+            )
         return int(last)
+
+    def reserve_seq(self, session_id: str, through: int) -> None:
+        """Raise the session's high-water mark to ``through`` before frames up to it are
+        shown: a process that opens the session later numbers on after it, never reusing
+        a number a client may hold (see ``resume_seq``)."""
+        with self._transaction(f"reserve frame numbers of {session_id}") as db:
+            db.execute(
+                "UPDATE sessions SET reserved_seq = ?, reserved_exact = 0 "
+                "WHERE id = ? AND reserved_seq < ?",
+                (through, session_id, through),
+            )
+
+    def settle_seq(self, session_id: str, last: int) -> None:
+        """The session is closed and ``last`` was the last number it showed: the mark is
+        exact from now on, so a later replay marks only numbers shown and not stored."""
+        with self._transaction(f"settle the frame numbers of {session_id}") as db:
+            db.execute(
+                "UPDATE sessions SET reserved_seq = MAX(?, (SELECT COALESCE(MAX(seq), 0) "
+                "FROM frames WHERE session_id = ?)), reserved_exact = 1 WHERE id = ?",
+                (last, session_id, session_id),
+            )
+
+    def resume_seq(self, session_id: str) -> int:
+        """The number of the session's last frame for a process that opens it again: its
+        next frame is the one after.
+
+        Numbers reserved and not stored (shown by a process that stopped before storing
+        them, or refused by the store) get a gap mark in the log first, numbered after
+        them; a store that cannot be written just numbers on past them, and a replay marks
+        them at its end instead (``encoded_frames``).
+        """
+        if self.read_only_cause is not None:
+            with self._transaction(f"read the frame log of {session_id}", read=True) as db:
+                self._require(db, session_id)
+                stored = _stored_seq(db, session_id)
+                reserved, exact = _reserved(db, session_id)
+            if reserved <= stored:
+                return stored
+            # The number after them is kept for the mark, written once the store recovers.
+            with self._lock:
+                self._seals_owed[session_id] = (stored, reserved, exact)
+            return reserved + 1
+        with self._transaction(f"number the frames of {session_id} on") as db:
+            self._require(db, session_id)
+            return self._seal_abandoned(db, session_id)
+
+    def _write_seal(
+        self, db: sqlite3.Connection, session_id: str, stored: int, reserved: int, exact: bool
+    ) -> None:
+        """In a write transaction: the gap mark for numbers ``stored + 1`` to ``reserved``,
+        numbered ``reserved + 1``; the mark stays exact unless numbers past it are reserved."""
+        cause: GapCause = "refused" if exact else "stopped"
+        mark = numbered(gap_mark(reserved - stored, stored, cause), reserved + 1)
+        db.execute(
+            "INSERT OR IGNORE INTO frames (session_id, seq, frame) VALUES (?, ?, ?)",
+            (session_id, reserved + 1, orjson.dumps(mark)),
+        )
+        db.execute(
+            "UPDATE sessions SET reserved_seq = ?, reserved_exact = 1 "
+            "WHERE id = ? AND reserved_seq <= ?",
+            (reserved + 1, session_id, reserved + 1),
+        )
+
+    def _write_owed_seals(self) -> None:
+        """The gap marks ``resume_seq`` owes since it found the store read-only."""
+        with self._lock:
+            owed, self._seals_owed = self._seals_owed, {}
+        for session_id, (stored, reserved, exact) in owed.items():
+            with self._transaction(f"mark the frames of {session_id} never stored") as db:
+                self._write_seal(db, session_id, stored, reserved, exact)
+
+    def _seal_abandoned(self, db: sqlite3.Connection, session_id: str) -> int:
+        """In a write transaction: store a gap mark for the numbers reserved past the last
+        stored frame, numbered after them; returns the number the log now ends at."""
+        stored = _stored_seq(db, session_id)
+        reserved, exact = _reserved(db, session_id)
+        if reserved <= stored:
+            return stored
+        self._write_seal(db, session_id, stored, reserved, exact)
+        logger.warning(
+            "session %s: frames %d to %d were numbered and never stored (%s)",
+            session_id,
+            stored + 1,
+            reserved,
+            "the store refused them" if exact else "the agent stopped first",
+        )
+        return reserved + 1
 
     def last_seq(self, session_id: str) -> int:
         """The number of the session's last stored frame; 0 if it has none."""
@@ -643,6 +746,10 @@ class SessionStore:
                 "SELECT seq, frame FROM frames WHERE session_id = ? AND seq > ? ORDER BY seq",
                 (session_id, after_seq),
             ).fetchall()
+            reserved, exact = _reserved(db, session_id)
+            (owner,) = db.execute(
+                "SELECT owner FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
         frames: list[bytes] = []
         expected = after_seq + 1
         for seq, stored in rows:
@@ -652,10 +759,15 @@ class SessionStore:
                     f"session {session_id} in {self.path} is damaged and cannot be loaded: "
                     "a stored frame is not a JSON object"
                 )
-            if seq > expected:
+            if seq > expected and not _marks(frame, expected - 1, seq - 1):
                 frames.append(orjson.dumps(gap_mark(seq - expected, expected - 1)))
             frames.append(frame)
             expected = seq + 1
+        # Numbers reserved past the last stored frame by a process that no longer serves the
+        # session (one that does still numbers on, and stores, what it shows).
+        if reserved >= expected and not (owner is not None and owner_alive(owner)):
+            cause: GapCause = "refused" if exact else "stopped"
+            frames.append(orjson.dumps(gap_mark(reserved - expected + 1, expected - 1, cause)))
         return tuple(frames)
 
     def list_sessions(
@@ -739,6 +851,32 @@ class SessionStore:
             raise SessionNotStored(session_id)
         return SessionInfo(*row)
 
+
+def _stored_seq(db: sqlite3.Connection, session_id: str) -> int:
+    (last,) = db.execute(
+        "SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return int(last)
+
+
+def _reserved(db: sqlite3.Connection, session_id: str) -> tuple[int, bool]:
+    """The session's high-water mark, and whether it is exact (see ``schema``)."""
+    reserved, exact = db.execute(
+        "SELECT reserved_seq, reserved_exact FROM sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    return int(reserved), bool(exact)
+
+
+def _marks(frame: bytes, after_seq: int, through: int) -> bool:
+    """Whether the stored ``frame`` is a gap mark for every number from ``after_seq + 1``
+    to ``through`` (a replay needs no mark of its own there)."""
+    if _GAP_HEAD not in frame:
+        return False
+    gap = gap_of(orjson.loads(frame))
+    return gap is not None and gap[0] <= after_seq and gap[0] + gap[1] >= through
+
+
+_GAP_HEAD = b'"gap":{'
 
 _UNWRITABLE = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN")
 """SQLite's answers (and their extended codes) when the disk refuses a write."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
+from tests.support.acp_schema import validate_update
 from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
@@ -145,6 +146,62 @@ def test_a_store_locked_past_its_busy_timeout_loses_no_frame_silently(tmp_path: 
         assert seq is not None
         assert stored.get(seq) == update or (seq in missing and seq not in stored)
     assert any(fr.seq_of(u) in missing for u in stalled)
+
+
+def _gaps(updates: list[Message]) -> list[Message]:
+    return [u for u in updates if "gap" in u.get("_meta", {}).get("toolprep", {})]
+
+
+def test_a_restart_after_a_kill_numbers_on_past_every_frame_shown(tmp_path: Path) -> None:
+    """Killed (SIGKILL) while its answer streams after its last card, the agent had shown
+    text it never stored. The next agent numbers on past every number shown: a client
+    resuming after the last frame it saw gets every later frame, and a gap mark says
+    (as a bound) what the log lacks."""
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    text = "An answer the agent is killed while streaming."
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.calls_turn(KIND, [sc.shell("echo one", "call_1")])),
+            sc.text_then_stall(KIND, text),
+        )
+        with running(server, data_dir, cwd) as first:
+            session_id = first.start_session(cwd)
+            shown = first.prompt_until_shown(session_id, text)
+            os.kill(first.process.pid, signal.SIGKILL)
+            first.wait_exit()
+    numbers = [fr.seq_of(u) for u in shown]
+    assert None not in numbers
+    seen = max(n for n in numbers if n is not None)
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.text_turn(KIND, "After the restart.")))
+        with running(server, data_dir, cwd) as second:
+            assert "result" in _load(second, session_id, cwd, afterSeq=seen)
+            reply = second.reply(second.prompt(session_id, "again"), timeout=60)
+            assert reply["result"]["stopReason"] == "end_turn"
+            later = second.updates(session_id)
+            assert "result" in _load(second, session_id, cwd, afterSeq=seen)
+            resumed = second.updates(session_id)[len(later) :]
+            second.close_input()
+            assert second.wait_exit() == 0
+    for update in resumed:
+        validate_update(update, session_id)
+    # Every number the second agent gave is past every number the first one showed, and a
+    # client resuming after the last of those gets all it sent (none skipped).
+    assert all((fr.seq_of(u) or 0) > seen for u in later)
+    assert "After the restart." in message_text(later)
+    assert [u for u in resumed if u["sessionUpdate"] != "user_message_chunk"] == later
+    # The text after the card was shown and never stored: the mark covers it, as a bound.
+    [mark] = _gaps(resumed)
+    gap = mark["_meta"]["toolprep"]["gap"]
+    assert gap["upTo"] is True and gap["cause"] == "stopped"
+    lost = [u for u in shown if u["sessionUpdate"] == "agent_message_chunk"]
+    assert lost and gap["afterSeq"] < min(fr.seq_of(u) or 0 for u in lost)
+    assert gap["afterSeq"] + gap["missing"] >= seen
+    assert mark["content"]["text"] == (
+        f"\n[up to {gap['missing']} updates were not saved here: the agent stopped before "
+        "they were stored]\n"
+    )
 
 
 # --- killed at random points ---------------------------------------------------------------

@@ -82,6 +82,12 @@ def prepared_then_stall(kind: str, call: Call) -> ScriptedResponse:
     return ScriptedResponse(events=evs, stall_after=len(evs))
 
 
+def text_then_stall(kind: str, text: str) -> ScriptedResponse:
+    """An answer whose text is all sent, then a stream that never ends (the turn runs on)."""
+    evs = events(text_turn(kind, text))
+    return ScriptedResponse(events=evs, stall_after=len(evs) - 3)
+
+
 def prepared_then_cut(kind: str, call: Call) -> ScriptedResponse:
     evs = until_opened(kind, call, extra_fragments=2)
     return ScriptedResponse(

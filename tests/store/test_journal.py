@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +27,12 @@ from toolprep.messages import frames as fr
 from toolprep.messages.content import Content, TextPart
 from toolprep.runtime.session_host import UnknownSession
 from toolprep.runtime.store import SessionStore
-from toolprep.runtime.store.journal import MAX_PENDING, THREAD_NAME, StoreJournal
+from toolprep.runtime.store.journal import (
+    MAX_PENDING,
+    RESERVE_BLOCK,
+    THREAD_NAME,
+    StoreJournal,
+)
 
 KIND = "anthropic"
 WEATHER = ("call_paris", "get_weather", {"city": "Paris"})
@@ -303,6 +309,35 @@ def test_a_writer_far_behind_slows_the_sessions_and_drops_nothing(tmp_path: Path
         assert len(sent) == 20
         assert list(store.load("sess_a").frames) == sent
         assert journal.lost_frames == 0
+
+
+def test_every_number_is_reserved_in_the_store_before_it_is_given_out(tmp_path: Path) -> None:
+    """A long answer with no card (nothing handed to the writer but reservations): each
+    number is within the committed high-water mark by the time ``record`` returns it, a
+    block is written only every ``RESERVE_BLOCK`` frames or so, and closing settles the mark
+    at the last number given out."""
+    with (
+        journal_on(tmp_path, "sess_a") as (journal, _store, db),
+        contextlib.closing(sqlite3.connect(db)) as reader,
+    ):
+
+        def reserved() -> int:
+            (mark,) = reader.execute(
+                "SELECT reserved_seq FROM sessions WHERE id = 'sess_a'"
+            ).fetchone()
+            return int(mark)
+
+        marks: set[int] = set()
+        for n in range(1, 3 * RESERVE_BLOCK):
+            seq = fr.seq_of(journal.record("sess_a", fr.agent_message_chunk(f"{n} ")))
+            assert seq == n
+            mark = reserved()
+            assert mark >= n
+            marks.add(mark)
+        assert len(marks) <= 4
+        journal.end_session("sess_a")
+        assert journal.flush(timeout=LONG_BUSY_S)
+        assert reserved() == 3 * RESERVE_BLOCK - 1
 
 
 def wait_for(condition: Callable[[], bool]) -> None:

@@ -138,6 +138,56 @@ def test_a_replay_resumes_after_a_frame_and_marks_frames_the_log_lacks(db: Path)
             store.append_frames("sess_1", NUMBERED_TURN[3:])
 
 
+def test_numbers_reserved_and_never_stored_are_marked_and_never_reused(db: Path) -> None:
+    """A process that reserved numbers and died having stored fewer: the next one numbers on
+    after every reserved number, behind a stored gap mark for them (as a bound); a replay
+    of a session nobody serves marks a tail it lacks too, and exactly once it was closed."""
+    with SessionStore(db, owner=dead_owner()) as store:
+        store.create("sess_1", "/work")
+        store.reserve_seq("sess_1", 256)
+        store.append_frames("sess_1", NUMBERED_TURN[:2])  # 3 and 4 shown, never stored
+    with SessionStore(db) as store:
+        tail = [orjson.loads(f) for f in store.encoded_frames("sess_1")]
+        assert tail == [*NUMBERED_TURN[:2], fr.gap_mark(254, 2, "stopped")]
+        assert tail[-1]["content"]["text"] == (
+            "\n[up to 254 updates were not saved here: the agent stopped before they were stored]\n"
+        )
+        store.claim("sess_1")
+        assert store.resume_seq("sess_1") == 257
+        assert store.resume_seq("sess_1") == 257  # marked once
+        store.append_frames("sess_1", [fr.numbered(TURN[3], 258)])
+        replay = [orjson.loads(f) for f in store.encoded_frames("sess_1", after_seq=4)]
+        mark = fr.numbered(fr.gap_mark(254, 2, "stopped"), 257)
+        assert replay == [mark, fr.numbered(TURN[3], 258)]
+        assert fr.seq_of_encoded(orjson.dumps(mark)) == 257
+        for frame in [*tail, *replay]:
+            validate_update(frame)
+        # Closed with frame 260 shown last and 259 and 260 refused: an exact tail.
+        store.settle_seq("sess_1", 260)
+        store.release("sess_1")
+        closed = [orjson.loads(f) for f in store.encoded_frames("sess_1", after_seq=258)]
+        assert closed == [fr.gap_mark(2, 258)]
+        assert store.resume_seq("sess_1") == 261
+
+
+def test_a_database_from_before_reserved_numbers_reserves_what_it_stored(db: Path) -> None:
+    db.parent.mkdir(parents=True, exist_ok=True)
+    raw = sqlite3.connect(db, isolation_level=None)
+    for version in range(3):
+        raw.executescript(MIGRATIONS[version])
+    raw.execute("PRAGMA user_version = 3")
+    raw.execute(
+        "INSERT INTO sessions (id, cwd, model, created_at, updated_at, owner) "
+        "VALUES ('sess_old', '/work', 'm', 1, 1, NULL)"
+    )
+    for seq, frame in enumerate(NUMBERED_TURN, 1):
+        raw.execute("INSERT INTO frames VALUES ('sess_old', ?, ?)", (seq, orjson.dumps(frame)))
+    raw.close()
+    with SessionStore(db) as store:
+        assert [orjson.loads(f) for f in store.encoded_frames("sess_old")] == NUMBERED_TURN
+        assert store.resume_seq("sess_old") == len(NUMBERED_TURN)
+
+
 def test_a_database_from_before_numbered_frames_numbers_them(db: Path) -> None:
     """Frames stored before they carried their number get it (their place in the log) and
     an open card from then counts as not started."""

@@ -8,9 +8,10 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
-from tests.support.degraded_store import NUMBERED_TURN, TURN, crashed_session
+from tests.support.degraded_store import NUMBERED_TURN, TURN, crashed_session, dead_owner
 from tests.support.runtime_harness import lifecycle
 from tests.support.small_disk import SmallDisk, small_disk
 from toolprep.messages import frames as fr
@@ -132,3 +133,30 @@ def test_a_store_another_process_locks_at_start_opens_read_only(tmp_path: Path) 
             store.create("sess_2", "/work")
     finally:
         holder.close()
+
+
+def test_numbers_a_read_only_store_could_not_mark_are_marked_once_it_recovers(
+    tmp_path: Path,
+) -> None:
+    """A session reopened while the store cannot be written numbers on past a number kept
+    for the mark of what its last process reserved and never stored; the mark is written
+    there once the store recovers, so no replay counts those numbers as exact."""
+    db = tmp_path / "sessions.db"
+    with SessionStore(db, owner=dead_owner()) as store:
+        store.create("sess_1", "/work")
+        store.reserve_seq("sess_1", 256)
+        store.append_frames("sess_1", NUMBERED_TURN[:2])
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        with SessionStore(db, busy_timeout=0.2) as store:
+            assert store.read_only_cause == "database is locked"
+            assert store.resume_seq("sess_1") == 257
+            holder.execute("ROLLBACK")
+            store.require_writable()
+            store.append_frames("sess_1", [fr.numbered(TURN[3], 258)])
+            replay = [orjson.loads(f) for f in store.encoded_frames("sess_1", after_seq=2)]
+    finally:
+        holder.close()
+    mark = fr.numbered(fr.gap_mark(254, 2, "stopped"), 257)
+    assert replay == [mark, fr.numbered(TURN[3], 258)]

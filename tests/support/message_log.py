@@ -70,6 +70,20 @@ class MessageLog:
                 and session_id in (None, m["params"]["sessionId"])
             ]
 
+    def prompt_until_shown(self, session_id: str, answer: str) -> list[Message]:
+        """Prompt, and return the session's updates once they show ``answer`` in full (the
+        turn may still run): the point a caller kills the agent at, text shown."""
+        self.prompt(session_id, "answer slowly")
+
+        def shown(_: list[Message]) -> bool:
+            updates = self.updates(session_id)
+            return answer in "".join(
+                u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
+            )
+
+        self.wait_for(shown, timeout=60)
+        return self.updates(session_id)
+
     def prompt(self, session_id: str, text: str = "go") -> int:
         return self.request(
             "session/prompt",
