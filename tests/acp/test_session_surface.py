@@ -15,7 +15,7 @@ from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate
 from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
-from tests.support.runtime_harness import check_cards
+from tests.support.runtime_harness import check_cards, unnumbered
 
 KINDS = ["anthropic", "openai"]
 MODELS = ("--model", "first-model", "--fallback-model", "second-model")
@@ -142,7 +142,7 @@ def test_usage_update_after_each_model_request(
             frames = agent.updates(session_id)
         finally:
             agent.kill()
-    usage = _of_kind(frames, "usage_update")
+    usage = [unnumbered(f) for f in _of_kind(frames, "usage_update")]
     assert (
         usage == [{"sessionUpdate": "usage_update", "used": TOKENS_PER_REQUEST, "size": size}] * 2
     )

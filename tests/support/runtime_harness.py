@@ -99,6 +99,16 @@ def is_discarded(update: Mapping[str, Any]) -> bool:
     return bool((update.get("_meta") or {}).get("preparationDiscarded"))
 
 
+def unnumbered(update: Mapping[str, Any]) -> dict[str, Any]:
+    """``update`` without its number in the session's log (``_meta.toolprep.seq``), for
+    comparing a frame's content; ``_meta`` goes too when nothing else is in it."""
+    plain = dict(update)
+    meta = {k: v for k, v in (plain.pop("_meta", None) or {}).items() if k != "toolprep"}
+    if meta:
+        plain["_meta"] = meta
+    return plain
+
+
 def tool_frames(frames: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [f for f in frames if f.get("sessionUpdate") in ("tool_call", "tool_call_update")]
 
