@@ -13,7 +13,7 @@ from tests.providers.helpers import flat
 from tests.providers.test_openai_adapter import calls, chunk, feed_all, item
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import ScriptedResponse, split_sse_events
-from tests.support.runtime_harness import check_cards, harness, lifecycle
+from tests.support.runtime_harness import check_cards, harness, lifecycle, tool_frames
 from toolprep.messages.content import FunctionCallPart
 from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
 
@@ -170,7 +170,7 @@ def test_both_calls_run_and_the_history_stays_consistent(tmp_path: Path) -> None
             "call_1_2": ["preparing", "in_progress", "completed"],
         }
         assert h.tool.executed == [("call_1", {"city": "Paris"})]
-        titles = {f["toolCallId"]: f["_meta"]["toolName"] for f in sink.frames() if "_meta" in f}
+        titles = {f["toolCallId"]: f["_meta"]["toolName"] for f in tool_frames(sink.frames())}
         assert titles == {"call_1": "get_weather", "call_1_2": "read_file"}
         # What the model sees next: each call answered under its own id, nothing merged.
         messages = h.server.requests[1].body["messages"]
