@@ -17,6 +17,7 @@ from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate_update
 from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer
+from tests.support.runtime_harness import unnumbered
 
 
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])
@@ -48,7 +49,11 @@ def test_every_tool_call_frame_carries_the_tools_name(kind: str, tmp_path: Path)
     for call_id, name in (("call_gone", "read_file"), ("call_ran", "list_directory")):
         first, *rest = by_call[call_id]
         assert first["sessionUpdate"] == "tool_call"
-        assert first["_meta"] == {"toolName": name, "phase": "preparing", "provenance": "builtin"}
+        assert unnumbered(first)["_meta"] == {
+            "toolName": name,
+            "phase": "preparing",
+            "provenance": "builtin",
+        }
         assert [f.get("name") for f in by_call[call_id]] == [name] * (1 + len(rest))
     assert by_call["call_gone"][-1]["status"] == "failed"
     assert by_call["call_ran"][-1]["status"] == "completed"
