@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import anthropic
+import httpx2
 import openai
 import pytest
 
@@ -39,6 +40,7 @@ from toolprep.messages.content import (
 from toolprep.runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX
 from toolprep.runtime.providers.anthropic_provider import AnthropicProvider, build_messages_params
 from toolprep.runtime.providers.base import ModelRequest, ToolDeclaration
+from toolprep.runtime.providers.direct_post import environment_proxy
 from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 from toolprep.runtime.providers.openai_provider import build_chat_params
 
@@ -415,3 +417,17 @@ def test_the_environments_proxy_carries_the_stream(
         (request,) = proxy.requests
     path = "v1/messages" if provider_name == "anthropic" else "v1/chat/completions"
     assert request.path == f"http://provider.invalid/{path}"
+
+
+def test_no_proxy_exempts_a_host_as_the_sdk_exempts_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxy is read once per base URL from the environment, ``NO_PROXY`` included; the
+    SDK's httpx client reads the same variables."""
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "exempt.invalid")
+    monkeypatch.setenv("no_proxy", "exempt.invalid")
+
+    assert environment_proxy(httpx2.URL("http://exempt.invalid/v1/")) is None
+    assert environment_proxy(httpx2.URL("http://other.invalid/v1/")) == "http://127.0.0.1:9"
