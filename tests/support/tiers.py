@@ -64,6 +64,7 @@ SPAWNING_MODULES = frozenset(
         "toolprep.runtime.tools.shell",
         "toolprep.runtime.workers.front",
         "toolprep.runtime.workers.process",
+        "toolprep.testing.loopback",  # the loopback provider runs in a process of its own
     }
 )
 # The test suite's own functions and classes are followed, what they reach counts: code that
