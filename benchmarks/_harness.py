@@ -21,6 +21,7 @@ import platform
 import queue
 import random
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -666,6 +667,18 @@ class LoopLagProbe:
 
     def stop(self) -> None:
         self._stopped = True
+
+
+def stop_daemon(process: subprocess.Popen[Any], timeout: float) -> None:
+    """SIGTERM a daemon still running and wait ``timeout`` s for its graceful stop; kill it
+    if that runs out."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
 
 
 def sample_until(sample: Callable[[], None], deadline: float, every: float = 0.1) -> None:

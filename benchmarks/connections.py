@@ -31,7 +31,6 @@ import contextlib
 import os
 import resource
 import secrets
-import signal
 import subprocess
 import sys
 import tempfile
@@ -284,13 +283,7 @@ def serve(
                 time.sleep(0.05)
         yield Daemon(process, url, stderr_path)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        h.stop_daemon(process, STOP_TIMEOUT_S)
 
 
 def _client(mode: str, url: str, count: int, token: str, cwd: Path) -> subprocess.Popen[str]:

@@ -49,7 +49,6 @@ import itertools
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import tempfile
@@ -216,13 +215,7 @@ def serve_daemon(
                 time.sleep(0.05)
         yield Daemon(process, url, token, stderr_path)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        h.stop_daemon(process, STOP_TIMEOUT_S)
 
 
 def _tail(path: Path, lines: int = 20) -> str:
