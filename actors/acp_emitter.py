@@ -29,6 +29,7 @@ from toolprep.messages.turns import (
     DetachSink,
     TurnResult,
     WriteFrames,
+    WriteFramesTogether,
 )
 from toolprep.runtime.tools.filters import card_suppressed
 
@@ -53,6 +54,7 @@ class AcpEmitter(RoleActor):
     def handlers(self) -> Handlers:
         return {
             WriteFrames: self.on_frames,
+            WriteFramesTogether: self.on_frames_together,
             DeliverTurnResult: self.on_turn_result,
             AskPermission: self.on_ask_permission,
             AttachSink: self.on_attach,
@@ -91,6 +93,10 @@ class AcpEmitter(RoleActor):
                 self._write(sink, msg.session_id, update)
         if msg.stored is not None:
             _resolve(msg.stored, unstored)
+
+    def on_frames_together(self, msg: WriteFramesTogether) -> None:
+        for write in msg.writes:
+            self.on_frames(write)
 
     def on_turn_result(self, msg: DeliverTurnResult) -> None:
         """The turn's frames and history are stored before its result goes out; if they could

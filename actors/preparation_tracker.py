@@ -37,12 +37,14 @@ from toolprep.messages.turns import (
     BeginAttempt,
     CallsReleased,
     ChunksReceived,
+    ChunksReceivedTogether,
     EndAttempt,
     SessionClosed,
     StreamCompleted,
     StreamFailed,
     ToolCallRequest,
     WriteFrames,
+    WriteFramesTogether,
 )
 from toolprep.runtime.tools.filters import card_suppressed
 
@@ -96,6 +98,7 @@ class PreparationTracker(RoleActor):
         return {
             BeginAttempt: self.on_begin,
             ChunksReceived: self.on_chunks,
+            ChunksReceivedTogether: self.on_chunks_together,
             StreamCompleted: self.on_completed,
             StreamFailed: self.on_failed,
             EndAttempt: self.on_end,
@@ -133,14 +136,28 @@ class PreparationTracker(RoleActor):
         track.current = AttemptTrack(msg.attempt)
 
     def on_chunks(self, msg: ChunksReceived) -> None:
+        write = self._frames_for(msg)
+        if write is not None:
+            self.directory.tell(EMITTER, write)
+
+    def on_chunks_together(self, msg: ChunksReceivedTogether) -> None:
+        """Each attempt's chunks as ``on_chunks`` reads them, the frames in one hop: reading
+        chunks sends nothing else, so no other role's frame can need to come between."""
+        writes = [write for batch in msg.batches if (write := self._frames_for(batch))]
+        if len(writes) == 1:
+            self.directory.tell(EMITTER, writes[0])
+        elif writes:
+            self.directory.tell(EMITTER, WriteFramesTogether(tuple(writes)))
+
+    def _frames_for(self, msg: ChunksReceived) -> WriteFrames | None:
         live = self._live(msg.session_id, msg.attempt)
         if live is None or live[1].stream_closed:
-            return
+            return None
         track, attempt = live
         updates: list[dict[str, Any]] = []
         for chunk in msg.chunks:
             self._read_chunk(track, attempt, chunk, updates)
-        self._send(msg.session_id, updates)
+        return WriteFrames(msg.session_id, tuple(updates)) if updates else None
 
     def _read_chunk(
         self,

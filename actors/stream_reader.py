@@ -23,6 +23,7 @@ from toolprep.actors.directory import RoleDirectory
 from toolprep.messages.content import GenerateContentResponse, TextPart
 from toolprep.messages.turns import (
     ChunksReceived,
+    ChunksReceivedTogether,
     CloseStream,
     HistorySummarised,
     OpenStream,
@@ -39,12 +40,53 @@ from toolprep.runtime.threads import prestarted_pool
 logger = logging.getLogger(__name__)
 
 
+class ChunkOutbox:
+    """Chunks read in one loop iteration, by attempt, handed to the tracker in one message.
+
+    Under load one iteration reads from many streams; sending each session's
+    chunks as a message of its own woke the tracker once per session, and the
+    hand-off was the reader's largest cost after aiohttp's. Used only on the
+    loop's thread, so it needs no lock.
+    """
+
+    def __init__(self, directory: RoleDirectory, loop: asyncio.AbstractEventLoop) -> None:
+        self._directory = directory
+        self._loop = loop
+        self._pending: dict[tuple[str, int], list[GenerateContentResponse]] = {}
+
+    def add(self, session_id: str, attempt: int, chunk: GenerateContentResponse) -> None:
+        if not self._pending:
+            self._loop.call_soon(self.flush)  # after every stream this iteration woke
+        batch = self._pending.get((session_id, attempt))
+        if batch is None:
+            self._pending[(session_id, attempt)] = [chunk]
+        else:
+            batch.append(chunk)
+
+    def drop(self, session_id: str, attempt: int) -> None:
+        """Forget what an abandoned attempt read but did not yet hand over."""
+        self._pending.pop((session_id, attempt), None)
+
+    def flush(self) -> None:
+        """Hand over everything pending; a stream's end goes out only after this."""
+        if not self._pending:
+            return
+        batches = tuple(
+            ChunksReceived(session_id, attempt, tuple(chunks))
+            for (session_id, attempt), chunks in self._pending.items()
+        )
+        self._pending = {}
+        message = batches[0] if len(batches) == 1 else ChunksReceivedTogether(batches)
+        self._directory.tell(TRACKER, message)
+
+
 @dataclass(slots=True)
 class ReaderState:
     event_loop: EventLoopChoice = "auto"
     loop: asyncio.AbstractEventLoop | None = None
     thread: threading.Thread | None = None
     tasks: dict[str, tuple[int, asyncio.Task[None]]] = field(default_factory=dict)
+    outbox: ChunkOutbox | None = None
 
     def ensure_loop(self) -> asyncio.AbstractEventLoop:
         if self.loop is None:
@@ -65,6 +107,11 @@ class ReaderState:
             ready.wait()
             self.loop = loop
         return self.loop
+
+    def ensure_outbox(self, directory: RoleDirectory) -> ChunkOutbox:
+        if self.outbox is None:
+            self.outbox = ChunkOutbox(directory, self.ensure_loop())
+        return self.outbox
 
     def stop_loop(self, providers: Sequence[Provider] = ()) -> None:
         """Cancel every stream, close ``providers``' clients on the loop, then stop it."""
@@ -97,6 +144,7 @@ class ReaderState:
             except Exception as exc:
                 logger.warning("closing the stream loop: %r", exc)
         self.loop = None
+        self.outbox = None
 
 
 class StreamReader(RoleActor):
@@ -122,10 +170,11 @@ class StreamReader(RoleActor):
     def on_open(self, msg: OpenStream) -> None:
         provider = self.routes[msg.route].provider
         directory = self.directory
+        outbox = self.state.ensure_outbox(directory)
         self._run(
             msg.session_id,
             msg.attempt,
-            lambda: _pump(directory, msg.session_id, msg.attempt, provider, msg.request),
+            lambda: _pump(directory, outbox, msg.session_id, msg.attempt, provider, msg.request),
         )
 
     def on_summarise(self, msg: SummariseHistory) -> None:
@@ -177,6 +226,7 @@ class StreamReader(RoleActor):
 
 async def _pump(
     directory: RoleDirectory,
+    outbox: ChunkOutbox,
     session_id: str,
     attempt: int,
     provider: Provider,
@@ -184,32 +234,19 @@ async def _pump(
 ) -> None:
     """Forward one attempt's chunks, then exactly one end-of-stream message."""
     stream = provider.stream(request)
-    # Chunks produced within one loop iteration travel as one message: under load many
-    # events arrive per read, and a hop per chunk would wake the tracker once per event.
-    pending: list[GenerateContentResponse] = []
-    loop = asyncio.get_running_loop()
-
-    def flush() -> None:
-        if pending:
-            batch = tuple(pending)
-            pending.clear()
-            directory.tell(TRACKER, ChunksReceived(session_id, attempt, batch))
-
     try:
         async for chunk in stream:
-            pending.append(chunk)
-            if len(pending) == 1:
-                loop.call_soon(flush)
+            outbox.add(session_id, attempt, chunk)
     except asyncio.CancelledError:
-        pending.clear()
+        outbox.drop(session_id, attempt)
         raise
     except StreamError as exc:
-        flush()
+        outbox.flush()
         directory.tell(TRACKER, StreamFailed(session_id, attempt, exc))
         return
     except Exception as exc:  # a provider bug is a failed attempt, not a dead reader
         logger.exception("provider stream for %s crashed", session_id)
-        flush()
+        outbox.flush()
         error = StreamError(f"provider failed: {exc!r}", retryable=True, kind="internal")
         directory.tell(TRACKER, StreamFailed(session_id, attempt, error))
         return
@@ -219,7 +256,7 @@ async def _pump(
             # Closing a cancelled HTTP response may raise anything, cancellation included.
             with contextlib.suppress(BaseException):
                 await aclose()
-    flush()
+    outbox.flush()
     directory.tell(TRACKER, StreamCompleted(session_id, attempt))
 
 

@@ -248,6 +248,18 @@ class ChunksReceived:
 
 
 @dataclass(frozen=True, slots=True)
+class ChunksReceivedTogether:
+    """The ``ChunksReceived`` of every attempt one loop iteration read, in the order read.
+
+    Under load one iteration reads from many sessions' streams; one hop for all
+    of them, not one per session, is what keeps the hand-off's cost per event
+    falling as sessions are added.
+    """
+
+    batches: tuple[ChunksReceived, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class EndAttempt:
     """Abandon an attempt: discard every card not yet handed to execution."""
 
@@ -327,6 +339,13 @@ class WriteFrames:
     session_id: str
     updates: tuple[dict[str, Any], ...]
     stored: Future[str | None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFramesTogether:
+    """Several sessions' ``WriteFrames`` from one step of a role, written in this order."""
+
+    writes: tuple[WriteFrames, ...]
 
 
 @dataclass(frozen=True, slots=True)

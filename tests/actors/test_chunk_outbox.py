@@ -1,0 +1,137 @@
+"""The reader's outbox: one loop iteration's chunks of every stream, in one hop, in order.
+
+Driven on a real asyncio loop through a real ``RoleDirectory`` to a real actor
+that keeps what it is told, which is what the tracker sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from collections.abc import Iterator
+
+import pytest
+
+from toolprep.actors.base import TRACKER, Handlers, RoleActor
+from toolprep.actors.directory import RoleDirectory
+from toolprep.actors.stream_reader import ChunkOutbox
+from toolprep.messages.content import Candidate, Content, GenerateContentResponse, TextPart
+from toolprep.messages.turns import ChunksReceived, ChunksReceivedTogether, StreamCompleted
+
+WAIT_S = 30.0
+
+
+class KeepsMessages(RoleActor):
+    role = TRACKER
+
+    def __init__(self, directory: RoleDirectory, inbox: queue.Queue[object]) -> None:
+        super().__init__(directory)
+        self.inbox = inbox
+
+    def handlers(self) -> Handlers:
+        return {
+            ChunksReceived: self.inbox.put,
+            ChunksReceivedTogether: self.inbox.put,
+            StreamCompleted: self.inbox.put,
+        }
+
+
+@pytest.fixture
+def told() -> Iterator[tuple[RoleDirectory, queue.Queue[object]]]:
+    directory = RoleDirectory()
+    inbox: queue.Queue[object] = queue.Queue()
+    directory.register(TRACKER, lambda: KeepsMessages.start(directory, inbox))
+    yield directory, inbox
+    directory.stop_all()
+
+
+def _chunk(text: str) -> GenerateContentResponse:
+    return GenerateContentResponse((Candidate(Content("model", (TextPart(text),))),))
+
+
+def _texts(message: ChunksReceived) -> list[str]:
+    return [
+        part.text for chunk in message.chunks for part in chunk.parts if isinstance(part, TextPart)
+    ]
+
+
+def test_one_iteration_of_many_streams_is_one_message_in_the_order_read(
+    told: tuple[RoleDirectory, queue.Queue[object]],
+) -> None:
+    directory, inbox = told
+
+    async def one_iteration() -> None:
+        outbox = ChunkOutbox(directory, asyncio.get_running_loop())
+        outbox.add("s1", 1, _chunk("a"))
+        outbox.add("s2", 4, _chunk("x"))
+        outbox.add("s1", 1, _chunk("b"))
+        await asyncio.sleep(0)  # the iteration after: the flush has run
+        await asyncio.sleep(0)
+
+    asyncio.run(one_iteration())
+    message = inbox.get(timeout=WAIT_S)
+    assert isinstance(message, ChunksReceivedTogether)
+    assert [(b.session_id, b.attempt, _texts(b)) for b in message.batches] == [
+        ("s1", 1, ["a", "b"]),
+        ("s2", 4, ["x"]),
+    ]
+    assert inbox.empty()
+
+
+def test_a_lone_stream_travels_as_a_plain_message(
+    told: tuple[RoleDirectory, queue.Queue[object]],
+) -> None:
+    directory, inbox = told
+
+    async def one_iteration() -> None:
+        outbox = ChunkOutbox(directory, asyncio.get_running_loop())
+        outbox.add("s1", 1, _chunk("a"))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+    asyncio.run(one_iteration())
+    message = inbox.get(timeout=WAIT_S)
+    assert isinstance(message, ChunksReceived)
+    assert _texts(message) == ["a"]
+
+
+def test_a_stream_end_comes_after_every_chunk_read_before_it(
+    told: tuple[RoleDirectory, queue.Queue[object]],
+) -> None:
+    """The end is told straight away, so the pending chunks must go first, not a loop
+    iteration later."""
+    directory, inbox = told
+
+    async def end_within_the_iteration() -> None:
+        outbox = ChunkOutbox(directory, asyncio.get_running_loop())
+        outbox.add("s1", 1, _chunk("a"))
+        outbox.add("s2", 1, _chunk("x"))
+        outbox.flush()
+        directory.tell(TRACKER, StreamCompleted("s1", 1))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+    asyncio.run(end_within_the_iteration())
+    first, second = inbox.get(timeout=WAIT_S), inbox.get(timeout=WAIT_S)
+    assert isinstance(first, ChunksReceivedTogether)
+    assert second == StreamCompleted("s1", 1)
+    assert inbox.empty()  # the flush that was still scheduled found nothing to send
+
+
+def test_an_abandoned_attempt_hands_over_nothing(
+    told: tuple[RoleDirectory, queue.Queue[object]],
+) -> None:
+    directory, inbox = told
+
+    async def cancelled_mid_iteration() -> None:
+        outbox = ChunkOutbox(directory, asyncio.get_running_loop())
+        outbox.add("s1", 1, _chunk("a"))
+        outbox.add("s2", 1, _chunk("x"))
+        outbox.drop("s1", 1)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+    asyncio.run(cancelled_mid_iteration())
+    message = inbox.get(timeout=WAIT_S)
+    assert isinstance(message, ChunksReceived)
+    assert (message.session_id, _texts(message)) == ("s2", ["x"])
