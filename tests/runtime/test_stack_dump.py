@@ -35,13 +35,16 @@ _PROGRAM = textwrap.dedent(
         return "in churn" in log and "in blocked_main" in log
 
     def signaller():
+        # Signalled again until a dump shows the main thread blocked: the first may come
+        # before it got there.
         for signum in (signal.SIGUSR1, signal.SIGQUIT):
-            open(sys.argv[1], "w").close()
-            os.kill(os.getpid(), signum)
             deadline = time.monotonic() + 60
             while not dumped(signum) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert dumped(signum), signum
+                open(sys.argv[1], "w").close()
+                os.kill(os.getpid(), signum)
+                time.sleep(0.5)
+            if not dumped(signum):
+                os._exit(3)
         os.write(release_write, b"x")
 
     def blocked_main():
