@@ -260,7 +260,11 @@ def numbered(update: dict[str, Any], seq: int) -> dict[str, Any]:
     ``"toolprep":{"seq":N}}}`` (``"toolprep":{"gap":{...},"seq":N}}}`` for a gap mark) and
     ``seq_of_encoded`` reads it back without parsing.
     """
-    meta = dict(update.get("_meta") or {})
+    if "_meta" not in update:  # most frames (message text): a copy and one key added
+        framed = dict(update)
+        framed["_meta"] = {META_KEY: {"seq": seq}}
+        return framed
+    meta = dict(update["_meta"] or {})
     ours = meta.pop(META_KEY, None)
     gap = ours.get("gap") if isinstance(ours, dict) else None
     # A gap mark stored in the log keeps what it marks; the number still goes last.
