@@ -116,6 +116,11 @@ class ConnectionSink:
             return
         self._connection.notify("session/update", {"sessionId": session_id, "update": update})
 
+    def wait_for_room(self, nbytes: int, timeout: float) -> bool:
+        """True once a frame of ``nbytes`` can be sent without overflowing the connection's
+        buffer (for a replay, which may wait for its client; live frames never do)."""
+        return self._connection.wait_for_room(nbytes, timeout)
+
     def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
         if self.own_prompts.is_encoded_echo(session_id, update_json):
             return

@@ -61,7 +61,7 @@ from toolprep.runtime.acp.errors import (
     RpcError,
 )
 from toolprep.runtime.acp.line_transport import LineTransport
-from toolprep.runtime.acp.transport import MessageTransport, SkippedMessage
+from toolprep.runtime.acp.transport import MessageTransport, PacedTransport, SkippedMessage
 
 __all__ = [
     "CANCEL_REQUEST",
@@ -418,6 +418,15 @@ class JsonRpcConnection:
                 logger.warning("%s: output broken: %s", self.name, exc)
                 self._transport.close_output()
                 raise ConnectionClosed(self._write_failure) from exc
+
+    def wait_for_room(self, nbytes: int, timeout: float) -> bool:
+        """For a sender that may wait: True once ``nbytes`` more can be written without
+        overflowing the transport's buffer. A transport whose writes block (a pipe) paces
+        its writer by itself: always True."""
+        transport = self._transport
+        if isinstance(transport, PacedTransport):
+            return transport.wait_for_room(nbytes, timeout)
+        return True
 
     def notify(self, method: str, params: Any = None) -> None:
         """Send a notification; raises ``ConnectionClosed`` if the peer is gone."""

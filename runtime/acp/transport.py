@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["MessageTransport", "SkippedMessage"]
+__all__ = ["MessageTransport", "PacedTransport", "SkippedMessage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,4 +50,14 @@ class MessageTransport(Protocol):
 
     def close_output(self) -> None:
         """Stop sending (the peer sees the end); must not raise."""
+        ...
+
+
+@runtime_checkable
+class PacedTransport(Protocol):
+    """A transport whose ``write`` never waits but buffers up to a limit (a WebSocket):
+    a writer that may wait asks for room first, rather than overflowing the buffer."""
+
+    def wait_for_room(self, nbytes: int, timeout: float) -> bool:
+        """True once ``nbytes`` more fit; False after ``timeout`` or once closed."""
         ...

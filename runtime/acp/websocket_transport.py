@@ -86,6 +86,7 @@ class WebSocketTransport:
         self._close_timeout = close_timeout
         self._name = name
         self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)  # the buffer shrank, or the state moved on
         self._queue: collections.deque[bytes] = collections.deque()
         self._buffered = 0  # queued plus being sent
         self._state: OutboxState = "open"
@@ -128,11 +129,32 @@ class WebSocketTransport:
                 )
                 self._queue.clear()
                 self._buffered = 0
+                self._room.notify_all()
                 self._signal_locked(force=True, cut=True)
                 raise BrokenPipeError(self._failure)
             self._queue.append(data)
             self._buffered = total
             self._signal_locked(force=False)
+
+    def wait_for_room(self, nbytes: int, timeout: float) -> bool:
+        """Wait until ``nbytes`` more fit in the buffer (or it is empty); False if they did
+        not within ``timeout`` or the connection is no longer open.
+
+        For a writer that may wait, such as a replay on the handler thread of
+        the client that asked for it: it then paces itself to the client
+        instead of overflowing the buffer and getting the client cut off.
+        The runtime's frame writer never calls it.
+        """
+        with self._room:
+            fits = self._room.wait_for(
+                lambda: (
+                    self._state != "open"
+                    or self._buffered == 0
+                    or self._buffered + nbytes <= self._max_buffered
+                ),
+                timeout,
+            )
+            return fits and self._state == "open"
 
     def close_output(self, code: int = CloseCode.NORMAL_CLOSURE) -> None:
         """Send what is buffered, then close with ``code``; returns at once."""
@@ -142,6 +164,7 @@ class WebSocketTransport:
             self._state = "closing"
             self._failure = "connection closed"
             self._close_code = code
+            self._room.notify_all()
             self._signal_locked(force=True)
 
     def abort(self) -> None:
@@ -152,6 +175,7 @@ class WebSocketTransport:
             self._state = "gone"
             self._queue.clear()
             self._buffered = 0
+            self._room.notify_all()
         self._socket.transport.abort()
 
     def _signal_locked(self, *, force: bool, cut: bool = False) -> None:
@@ -166,6 +190,7 @@ class WebSocketTransport:
             self._failure = "the daemon is stopping"
             self._queue.clear()
             self._buffered = 0
+            self._room.notify_all()
 
     def _wake(self, cut: bool) -> None:
         self._ready.set()
@@ -208,6 +233,7 @@ class WebSocketTransport:
                     with self._lock:
                         if self._state in ("open", "closing"):
                             self._buffered -= len(data)
+                            self._room.notify_all()
                 if state == "closing":
                     await close_within(self._socket, self._close_code, "", self._close_timeout)
                     self._gone("connection closed")
@@ -238,3 +264,4 @@ class WebSocketTransport:
             self._state = "gone"
             self._queue.clear()
             self._buffered = 0
+            self._room.notify_all()

@@ -7,7 +7,10 @@ sink); the shared session fans it out to every attached connection:
   and kept (``FrameHistory``: finished turns compressed), so a connection
   that attaches later (``session/load``, a reconnect mid-turn) is sent
   everything before it, then the live frames, with nothing lost or doubled
-  in between (attaching and fanning out take the same lock);
+  in between. The replay is paced to the client (it waits for room in the
+  connection's send buffer, outside the lock, so the frames of this and
+  every other session go on meanwhile); live frames that come during it
+  wait in a catch-up list and follow it;
 - a permission request goes to every attached connection, and to each one
   that attaches while it is unanswered; the first answer wins and the
   other connections' requests are withdrawn (``$/cancel_request``);
@@ -40,12 +43,22 @@ __all__ = ["ClientConnection", "SharedSession"]
 
 logger = logging.getLogger(__name__)
 
+REPLAY_ROOM_TIMEOUT_S = 30.0
+"""How long a replay waits for its client to make room for the next frame; past it the
+frame is written anyway, and a client that still reads nothing is cut off as a slow one."""
+
+CAUGHT_UP_BYTES = 64 * 1024
+"""Live frames held during a replay up to this size are sent under the lock at its end;
+more are replayed (paced) again first."""
+
 
 @runtime_checkable
 class ClientConnection(Protocol):
     """What a shared session needs of a connection: an ACP ``ConnectionSink``."""
 
     def send_encoded_update(self, session_id: str, update_json: bytes) -> None: ...
+
+    def wait_for_room(self, nbytes: int, timeout: float) -> bool: ...
 
     def send_request(self, session_id: str, request: ClientRequest) -> None: ...
 
@@ -63,6 +76,8 @@ class SharedSession:
         self._host = host
         self._lock = threading.RLock()
         self._attached: list[ClientConnection] = []
+        self._catching_up: dict[ClientConnection, list[bytes]] = {}
+        """Clients being replayed to, with the live frames that wait for the replay's end."""
         self._frames = FrameHistory()
         self._permissions: dict[str, RequestPermission] = {}
         self._driver: ClientConnection | None = None
@@ -77,8 +92,11 @@ class SharedSession:
         with self._lock:
             self._frames.append(update_json)
             self.updated_at = time.time()
-            for client in list(self._attached):
-                self._deliver(client, update_json)
+            for client in self._attached:
+                if client not in self._catching_up:
+                    self._deliver(client, update_json)
+            for held in self._catching_up.values():
+                held.append(update_json)
 
     def send_request(self, session_id: str, request: ClientRequest) -> None:
         match request:
@@ -111,11 +129,19 @@ class SharedSession:
 
         A client attached already stays attached once; a load from it is still
         answered with the replay it asked for (an editor reloading its thread).
+        A replay runs on the calling thread (the client's own request handler)
+        and waits for the client to read; it never holds the lock while it waits.
         """
+        if replay:
+            with self._lock:
+                if client in self._catching_up:  # a second load while the first replays
+                    backlog = list(self._frames.after(after_seq))
+                else:
+                    self._catching_up[client] = []
+                    backlog = list(self._frames.after(after_seq))
+            if not self._caught_up(client, backlog):
+                return  # detached meanwhile, or its connection broke
         with self._lock:
-            if replay:
-                for frame in self._frames.after(after_seq):
-                    self._deliver(client, frame)
             if client in self._attached:
                 return
             self._attached.append(client)
@@ -123,9 +149,36 @@ class SharedSession:
         for request in unanswered:
             self._ask(client, request)
 
+    def _caught_up(self, client: ClientConnection, backlog: list[bytes]) -> bool:
+        """Send ``backlog`` paced, then the live frames held meanwhile, until few are left;
+        those go under the lock, so no frame comes between them and the next live one."""
+        while True:
+            sent = self._send_paced(client, backlog)
+            with self._lock:
+                held = self._catching_up.get(client)
+                if held is None:
+                    return False
+                if not sent or sum(map(len, held)) <= CAUGHT_UP_BYTES:
+                    del self._catching_up[client]
+                    for frame in held:
+                        self._deliver(client, frame)
+                    return sent
+                backlog, self._catching_up[client] = held, []
+
+    def _send_paced(self, client: ClientConnection, frames: list[bytes]) -> bool:
+        for frame in frames:
+            client.wait_for_room(len(frame), REPLAY_ROOM_TIMEOUT_S)
+            try:
+                client.send_encoded_update(self.session_id, frame)
+            except Exception as exc:  # a gone connection; it detaches when its reader ends
+                logger.info("replay of %s to one client stopped: %r", self.session_id, exc)
+                return False
+        return True
+
     def detach(self, client: ClientConnection) -> bool:
         """Remove ``client``; True if no connection is attached any more."""
         with self._lock:
+            self._catching_up.pop(client, None)
             if client in self._attached:
                 self._attached.remove(client)
             if self._driver is client:

@@ -147,6 +147,44 @@ def test_a_client_that_stops_reading_is_cut_off_and_every_other_session_goes_on(
     assert "Traceback" not in daemon.stderr()
 
 
+def _text_of(updates: list[dict[str, object]]) -> str:
+    return "".join(
+        str(content["text"])
+        for update in updates
+        if update["sessionUpdate"] == "agent_message_chunk"
+        and isinstance(content := update["content"], dict)
+    )
+
+
+def test_a_replay_larger_than_the_send_buffer_is_paced_not_cut_off(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
+) -> None:
+    """``session/load`` of a conversation far larger than ``--max-send-buffer``: the replay
+    waits for the client to read rather than filling the buffer at once, so a client
+    that reads gets all of it and stays connected."""
+    daemon = start_daemon("--no-persist", "--workers", "1", "--max-send-buffer", str(SEND_BUFFER))
+    # Each turn live is half the buffer, so the first client is never too slow for it.
+    turn_text = "y" * (SEND_BUFFER // 2)
+    with _closing(daemon.client()) as first:
+        session_id = first.start_session(workdir)
+        for _ in range(6):
+            events = anthropic_sse(text=turn_text, fragment_size=16 * 1024)
+            provider.enqueue(ScriptedResponse(events=events))
+            assert first.result(first.prompt(session_id), DEADLINE_S)["stopReason"] == "end_turn"
+        reply = _text_of(first.updates(session_id))
+        assert reply == turn_text * 6
+        with _closing(daemon.client()) as second:
+            second.initialize()
+            loaded = second.load(session_id, workdir)
+            assert "result" in loaded, loaded
+            assert _text_of(second.updates(session_id)) == reply
+            assert second.close_code is None
+            # Still attached: the next turn reaches it live.
+            assert _turn(first, session_id, provider) == "end_turn"
+            second.wait_for(lambda _: _text_of(second.updates(session_id)).endswith("fine"))
+    assert "fell" not in daemon.stderr()
+
+
 def _drain_in_background(client: ClientConnection) -> threading.Thread:
     def drain() -> None:
         try:
