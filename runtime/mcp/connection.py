@@ -199,12 +199,14 @@ class McpConnection:
                     raise ToolError(
                         f"MCP server '{self.name}' exited ({describe_exit(code)}) during the call"
                     ) from None
-            raise ToolError(f"MCP server '{self.name}' failed the call: {exc}") from None
+            failure = self._config.environment.mask(str(exc))
+            raise ToolError(f"MCP server '{self.name}' failed the call: {failure}") from None
         return to_output(
             result.model_dump(by_alias=True, mode="json", exclude_none=True),
             server=self.name,
             tool=tool,
             max_chars=self._config.max_output_chars,
+            mask=self._config.environment.mask,
         )
 
     def _ended(self) -> str | None:

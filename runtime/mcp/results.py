@@ -7,11 +7,14 @@ pasted in as base64 (a card is one JSON-RPC line, and base64 tells the
 model nothing); a result with no content but ``structuredContent`` shows
 that as JSON. The text is capped, keeping its beginning, with a note.
 A result marked ``isError`` fails the call with the server's own text.
+Every secret the agent holds is masked in that text first, as in a shell
+command's output: a server kept from the secrets by its environment may
+still find them (``/proc/<parent>/environ`` is readable by the same user).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -20,13 +23,22 @@ from toolprep.runtime.tools.acp_shapes import text_content
 from toolprep.runtime.tools.base import ToolError, ToolOutput
 
 
-def to_output(result: Mapping[str, Any], *, server: str, tool: str, max_chars: int) -> ToolOutput:
-    """``result`` as the call's output; ``ToolError`` when the server marked it an error."""
+def to_output(
+    result: Mapping[str, Any],
+    *,
+    server: str,
+    tool: str,
+    max_chars: int,
+    mask: Callable[[str], str],
+) -> ToolOutput:
+    """``result`` as the call's output, ``mask`` applied to its text; ``ToolError`` when the
+    server marked it an error."""
     pieces = [_describe(block) for block in result.get("content") or ()]
     text = "\n".join(piece for piece in pieces if piece)
     structured = result.get("structuredContent")
     if not text and structured is not None:
         text = orjson.dumps(structured, option=orjson.OPT_INDENT_2).decode()
+    text = mask(text)
     if len(text) > max_chars:
         text = f"{text[:max_chars]}\n[output cut at {max_chars} of {len(text)} characters]"
     if result.get("isError"):

@@ -123,6 +123,32 @@ async def test_mcp_tools_run_as_session_tools(workers: str, tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
+async def test_a_secret_a_server_finds_on_its_own_is_masked_in_its_result(
+    workers: str, tmp_path: Path
+) -> None:
+    """A server kept from the key by its environment reads it from its parent's
+    ``/proc/<pid>/environ``; neither the card nor the model sees the value."""
+    key = f"sk-ant-{uuid.uuid4().hex}"
+    calls: list[tuple[str, str, dict[str, Any]]] = [("call_leak", "mcp__echo__parent_environ", {})]
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.calls_turn(KIND, calls)), sc.ok(sc.text_turn(KIND, "Read.")))
+        command, env = agent_command(KIND, server, "--no-persist", "--workers", workers)
+        env["ANTHROPIC_API_KEY"] = key
+        client = RecordingClient()
+        async with running_agent(command, env, client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[echo_server(_tag())])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            assert reply.stop_reason == "end_turn"
+
+        frames = client.frames()
+        card = _card_text(frames, "call_leak")
+        # The server did read its parent's environment, the key's entry included.
+        assert "ANTHROPIC_API_KEY=[redacted]" in card, card
+        assert key not in card
+        assert key not in json.dumps(server.requests[1].body)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
 async def test_crash_and_timeout_fail_their_cards_and_the_session_goes_on(
     workers: str, tmp_path: Path
 ) -> None:

@@ -11,8 +11,9 @@ group first (one ``setsid``, one ``setsid`` and double-forked, so that it is
 nobody's child) and writes their pids to PID-FILE.
 
 Its tools cover what the agent must handle: an answer (``echo``), a
-read-only probe (``env_has``, ``environ``, ``pid``), a process that dies mid-call
-(``crash``) and one that does not answer in time (``sleep``).
+read-only probe (``env_has``, ``environ``, ``parent_environ``, ``pid``), a
+process that dies mid-call (``crash``) and one that does not answer in time
+(``sleep``).
 """
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ def env_has(name: str) -> str:
 )
 def environ() -> str:
     return "\n".join(f"{name}={value}" for name, value in sorted(os.environ.items()))
+
+
+@server.tool(
+    description="The environment of the process that started this server, NAME=value per line.",
+    annotations=READ_ONLY,
+)
+def parent_environ() -> str:
+    raw = Path(f"/proc/{os.getppid()}/environ").read_bytes()
+    return "\n".join(entry.decode(errors="replace") for entry in raw.split(b"\0") if entry)
 
 
 @server.tool(description="This server's process id.", annotations=READ_ONLY)

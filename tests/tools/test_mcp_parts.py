@@ -14,6 +14,7 @@ from toolprep.runtime.mcp.names import MAX_NAME_CHARS, tool_name
 from toolprep.runtime.mcp.results import to_output
 from toolprep.runtime.mcp.specs import HttpServer, StdioServer, parse_servers, server_id, to_acp
 from toolprep.runtime.tools.base import ToolError
+from toolprep.runtime.tools.environment import REDACTED, EnvironmentPolicy
 from toolprep.runtime.tools.registry import provenance
 
 Validate = Any
@@ -93,12 +94,17 @@ def test_tool_names_fit_providers_and_keep_their_provenance() -> None:
     assert long_a != long_b
 
 
+def _as_is(text: str) -> str:
+    return text
+
+
 def test_text_results_reach_model_and_card(acp_validate: Validate) -> None:
     output = to_output(
         {"content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
         server="echo",
         tool="echo",
         max_chars=100,
+        mask=_as_is,
     )
     assert output.llm_output == "one\ntwo"
     for item in output.content:
@@ -116,6 +122,7 @@ def test_binary_blocks_are_described_not_pasted() -> None:
         server="s",
         tool="t",
         max_chars=1000,
+        mask=_as_is,
     )
     assert output.llm_output.splitlines()[0] == "[image image/png, 30 bytes]"
     assert "AAAA" not in output.llm_output
@@ -123,11 +130,19 @@ def test_binary_blocks_are_described_not_pasted() -> None:
 
 def test_structured_only_results_and_caps() -> None:
     structured = to_output(
-        {"content": [], "structuredContent": {"n": 1}}, server="s", tool="t", max_chars=100
+        {"content": [], "structuredContent": {"n": 1}},
+        server="s",
+        tool="t",
+        max_chars=100,
+        mask=_as_is,
     )
     assert '"n": 1' in structured.llm_output
     capped = to_output(
-        {"content": [{"type": "text", "text": "x" * 50}]}, server="s", tool="t", max_chars=10
+        {"content": [{"type": "text", "text": "x" * 50}]},
+        server="s",
+        tool="t",
+        max_chars=10,
+        mask=_as_is,
     )
     assert capped.llm_output.startswith("x" * 10 + "\n[output cut at 10 of 50 characters]")
 
@@ -139,4 +154,29 @@ def test_error_results_fail_the_call_with_the_servers_text() -> None:
             server="echo",
             tool="boom",
             max_chars=100,
+            mask=_as_is,
         )
+
+
+def test_secrets_in_a_result_are_masked_before_the_model_or_the_card_see_them() -> None:
+    policy = EnvironmentPolicy.for_agent(
+        configured_key="sk-provider-key-0123456789", environ={"GITHUB_TOKEN": "ghp_abcdefghijkl"}
+    )
+    output = to_output(
+        {"content": [{"type": "text", "text": "k=sk-provider-key-0123456789 t=ghp_abcdefghijkl"}]},
+        server="s",
+        tool="t",
+        max_chars=1000,
+        mask=policy.mask,
+    )
+    assert output.llm_output == f"k={REDACTED} t={REDACTED}"
+    assert "ghp_" not in str(output.content)
+    with pytest.raises(ToolError) as failed:
+        to_output(
+            {"content": [{"type": "text", "text": "ghp_abcdefghijkl"}], "isError": True},
+            server="s",
+            tool="t",
+            max_chars=1000,
+            mask=policy.mask,
+        )
+    assert "ghp_" not in str(failed.value)
