@@ -69,7 +69,7 @@ def session_host(
         return
     if host != "ray":
         raise ValueError(f"unknown host {host!r}: use one of {', '.join(HOSTS)}")
-    from tests.support.ray_cluster import local_cluster
+    from toolprep.testing.ray_cluster import local_cluster
 
     with local_cluster(shards, h.REPO):
         from toolprep.runtime.ray_host import RayHost  # ray reads its settings on import

@@ -44,6 +44,7 @@ from typing import Any
 import orjson
 
 from benchmarks import _harness as h
+from toolprep.testing.daemon import serve_command
 from toolprep.testing.sse_server import BENCH_FILE
 
 LISTENING = "serving ACP on "
@@ -230,25 +231,16 @@ def serve(
     side: Side, base_url: str, token: str, scratch: Path, workers: int, room: int
 ) -> Iterator[Daemon]:
     python = side.python
-    command = [
-        python,
-        "-m",
-        "toolprep.runtime.cli",
-        "serve",
-        "--port",
-        "0",
-        "--no-persist",
-        "--provider",
+    command = serve_command(
         "anthropic",
-        "--base-url",
         base_url,
-        "--max-retries",
-        "0",
+        "--no-persist",
         "--model",
         "bench",
         "--workers",
         str(workers),
-    ]
+        python=python,
+    )
     if _supports(python, "--max-connections"):
         command += ["--max-connections", str(room)]
     if side.event_loop is not None:

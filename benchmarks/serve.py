@@ -68,7 +68,7 @@ from websockets.sync.client import ClientConnection, connect
 from benchmarks import _harness as h
 from benchmarks._load_child import ChildSpec, run_child
 from benchmarks.store import TARGET_LOAD_MS, record_turn, turn_frames, turn_history
-from tests.support.daemon_process import serve_command
+from toolprep.testing.daemon import serve_command
 
 DEFAULT_REPORT = h.REPORTS / "serve.json"
 
@@ -150,7 +150,7 @@ def daemon_command(
 ) -> list[str]:
     """``toolprep serve`` on a free loopback port, pointed at the loopback provider."""
     side = side or Side()
-    command = [side.python, *serve_command(provider, base_url, "--model", "bench")[1:]]
+    command = serve_command(provider, base_url, "--model", "bench", python=side.python)
     if side.event_loop is not None:
         command += ["--event-loop", side.event_loop]
     if workers is not None:

@@ -9,8 +9,8 @@
 - The store (``runtime/store``) is below the hosts that use it: no hosting module either.
 - The installed package never imports ``toolprep.testing`` (the benchmarks' and the tests'
   loopback provider and tool), the tests or the benchmarks.
-- The tests never import the benchmarks: what both need lives in ``toolprep.testing`` or
-  ``tests/support``, and a benchmark is tested by running it as a command.
+- The tests never import the benchmarks, nor the benchmarks the tests: what both need lives
+  in ``toolprep.testing``, and a benchmark is tested by running it as a command.
 
 An import that breaks a rule today and needs more than a small change is listed in
 ``ALLOWED`` with the reason; an entry that no longer matches an import fails too, so the
@@ -62,6 +62,7 @@ RULES = (
         ("toolprep.testing", "tests", "benchmarks"),
     ),
     Rule("the tests import no benchmarks", ("tests",), ("benchmarks",)),
+    Rule("the benchmarks import no tests", ("benchmarks",), ("tests",)),
 )
 
 ALLOWED: dict[tuple[str, str], str] = {}

@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.support.ray_cluster import local_cluster, use_loopback_settings
+from toolprep.testing.ray_cluster import local_cluster, use_loopback_settings
 
 CLUSTER_CPUS = 2
 

@@ -22,13 +22,13 @@ from tests.support.daemon_process import (
     DaemonProcess,
     daemon_environment,
     refused_start,
-    serve_command,
 )
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.processes import gone_within, pid_from
 from tests.support.runtime_harness import check_cards, lifecycle, message_text, provider_base_url
 from tests.support.ws_client import WsClient
+from toolprep.testing.daemon import serve_command
 
 ray = pytest.importorskip("ray")
 

@@ -23,25 +23,6 @@ _LISTENING = re.compile(
 )
 
 
-def serve_command(provider: str, base_url: str, *options: str) -> list[str]:
-    """``toolprep serve`` on a free loopback port against the provider at ``base_url``."""
-    return [
-        sys.executable,
-        "-m",
-        "toolprep.runtime.cli",
-        "serve",
-        "--port",
-        "0",
-        "--provider",
-        provider,
-        "--base-url",
-        base_url,
-        "--max-retries",
-        "0",
-        *options,
-    ]
-
-
 def refused_start(
     cwd: Path, *options: str, timeout: float = 60.0, env_extra: Mapping[str, str] | None = None
 ) -> str:

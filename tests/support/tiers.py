@@ -65,6 +65,7 @@ SPAWNING_MODULES = frozenset(
         "toolprep.runtime.workers.front",
         "toolprep.runtime.workers.process",
         "toolprep.testing.loopback",  # the loopback provider runs in a process of its own
+        "toolprep.testing.ray_cluster",
     }
 )
 # The test suite's own functions and classes are followed, what they reach counts: code that
