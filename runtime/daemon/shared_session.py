@@ -134,35 +134,41 @@ class SharedSession:
         """
         if replay:
             with self._lock:
-                if client in self._catching_up:  # a second load while the first replays
-                    backlog = list(self._frames.after(after_seq))
-                else:
-                    self._catching_up[client] = []
-                    backlog = list(self._frames.after(after_seq))
-            if not self._caught_up(client, backlog):
+                self._catching_up.setdefault(client, [])  # a second load joins the first's list
+                backlog = list(self._frames.after(after_seq))
+            unanswered = self._catch_up(client, backlog)
+            if unanswered is None:
                 return  # detached meanwhile, or its connection broke
-        with self._lock:
-            if client in self._attached:
-                return
-            self._attached.append(client)
-            unanswered = list(self._permissions.values())
+        else:
+            with self._lock:
+                unanswered = self._join_locked(client)
         for request in unanswered:
             self._ask(client, request)
 
-    def _caught_up(self, client: ClientConnection, backlog: list[bytes]) -> bool:
+    def _join_locked(self, client: ClientConnection) -> list[RequestPermission]:
+        """Attach ``client`` (once); the permission requests it is to be asked."""
+        if client in self._attached:
+            return []
+        self._attached.append(client)
+        return list(self._permissions.values())
+
+    def _catch_up(
+        self, client: ClientConnection, backlog: list[bytes]
+    ) -> list[RequestPermission] | None:
         """Send ``backlog`` paced, then the live frames held meanwhile, until few are left;
-        those go under the lock, so no frame comes between them and the next live one."""
+        those go under the lock, and the client is attached in the same hold, so no frame
+        comes between them and the next live one. None if it cannot be attached."""
         while True:
             sent = self._send_paced(client, backlog)
             with self._lock:
                 held = self._catching_up.get(client)
                 if held is None:
-                    return False
+                    return None
                 if not sent or sum(map(len, held)) <= CAUGHT_UP_BYTES:
                     del self._catching_up[client]
                     for frame in held:
                         self._deliver(client, frame)
-                    return sent
+                    return self._join_locked(client) if sent else None
                 backlog, self._catching_up[client] = held, []
 
     def _send_paced(self, client: ClientConnection, frames: list[bytes]) -> bool:
