@@ -59,7 +59,7 @@ def turn_frames(n: int) -> list[dict[str, Any]]:
             "read_file",
             title=f"Read src/module_{n}.py",
             kind="read",
-            locations=[{"path": f"/work/src/module_{n}.py"}],
+            locations=[{"path": f"/project/src/module_{n}.py"}],
             raw_input={"path": f"src/module_{n}.py"},
             prepared=True,
         ),
