@@ -127,9 +127,7 @@ class WebSocketTransport:
                     f"the client fell {total} bytes behind (limit {self._max_buffered}) "
                     "and was disconnected"
                 )
-                self._queue.clear()
-                self._buffered = 0
-                self._room.notify_all()
+                self._drop_buffer_locked()
                 self._signal_locked(force=True, cut=True)
                 raise BrokenPipeError(self._failure)
             self._queue.append(data)
@@ -173,10 +171,15 @@ class WebSocketTransport:
             if self._state in ("open", "closing"):
                 self._failure = "connection dropped"
             self._state = "gone"
-            self._queue.clear()
-            self._buffered = 0
-            self._room.notify_all()
+            self._drop_buffer_locked()
         self._socket.transport.abort()
+
+    def _drop_buffer_locked(self) -> None:
+        """Forget what is buffered (the connection is over or cut off); a replay waiting for
+        room wakes and finds the state changed."""
+        self._queue.clear()
+        self._buffered = 0
+        self._room.notify_all()
 
     def _signal_locked(self, *, force: bool, cut: bool = False) -> None:
         """Wake the loop once per batch; a state change always wakes it."""
@@ -188,9 +191,7 @@ class WebSocketTransport:
         except RuntimeError:  # the loop is closed: the daemon is stopping
             self._state = "gone"
             self._failure = "the daemon is stopping"
-            self._queue.clear()
-            self._buffered = 0
-            self._room.notify_all()
+            self._drop_buffer_locked()
 
     def _wake(self, cut: bool) -> None:
         self._ready.set()
@@ -262,6 +263,4 @@ class WebSocketTransport:
             if self._state != "cut_off":
                 self._failure = failure
             self._state = "gone"
-            self._queue.clear()
-            self._buffered = 0
-            self._room.notify_all()
+            self._drop_buffer_locked()
