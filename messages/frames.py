@@ -274,11 +274,16 @@ def numbered(update: dict[str, Any], seq: int) -> dict[str, Any]:
     return framed
 
 
-def seq_of(update: dict[str, Any]) -> int | None:
-    """The frame's number in its session's log, None if it has none."""
+def _ours(update: dict[str, Any], key: str) -> Any:
+    """``update["_meta"]["toolprep"][key]``, None where any of them is missing or no object."""
     meta = update.get("_meta")
     ours = meta.get(META_KEY) if isinstance(meta, dict) else None
-    seq = ours.get("seq") if isinstance(ours, dict) else None
+    return ours.get(key) if isinstance(ours, dict) else None
+
+
+def seq_of(update: dict[str, Any]) -> int | None:
+    """The frame's number in its session's log, None if it has none."""
+    seq = _ours(update, "seq")
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
@@ -332,9 +337,7 @@ def gap_mark(missing: int, after_seq: int, cause: GapCause = "refused") -> dict[
 
 def gap_of(update: dict[str, Any]) -> tuple[int, int] | None:
     """``(afterSeq, missing)`` of a ``gap_mark``, None for any other frame."""
-    meta = update.get("_meta")
-    ours = meta.get(META_KEY) if isinstance(meta, dict) else None
-    gap = ours.get("gap") if isinstance(ours, dict) else None
+    gap = _ours(update, "gap")
     if not isinstance(gap, dict):
         return None
     after, missing = gap.get("afterSeq"), gap.get("missing")

@@ -558,10 +558,7 @@ class SessionStore:
         """The number of the session's last stored frame; 0 if it has none."""
         with self._transaction(f"read the frame log of {session_id}", read=True) as db:
             self._require(db, session_id)
-            (last,) = db.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM frames WHERE session_id = ?", (session_id,)
-            ).fetchone()
-        return int(last)
+            return _stored_seq(db, session_id)
 
     def save_history(
         self, session_id: str, history: Sequence[Content], *, rewritten: bool = False
