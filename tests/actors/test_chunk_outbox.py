@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -49,6 +49,18 @@ def _chunk(text: str) -> GenerateContentResponse:
     return GenerateContentResponse((Candidate(Content("model", (TextPart(text),))),))
 
 
+def _in_one_iteration(directory: RoleDirectory, steps: Callable[[ChunkOutbox], None]) -> None:
+    """Run ``steps`` on a fresh outbox within one iteration of a real loop, then let the
+    loop run what they scheduled (the outbox's flush)."""
+
+    async def iteration() -> None:
+        steps(ChunkOutbox(directory, asyncio.get_running_loop()))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+    asyncio.run(iteration())
+
+
 def _texts(message: ChunksReceived) -> list[str]:
     return [
         part.text for chunk in message.chunks for part in chunk.parts if isinstance(part, TextPart)
@@ -60,15 +72,12 @@ def test_one_iteration_of_many_streams_is_one_message_in_the_order_read(
 ) -> None:
     directory, inbox = told
 
-    async def one_iteration() -> None:
-        outbox = ChunkOutbox(directory, asyncio.get_running_loop())
+    def read(outbox: ChunkOutbox) -> None:
         outbox.add("s1", 1, _chunk("a"))
         outbox.add("s2", 4, _chunk("x"))
         outbox.add("s1", 1, _chunk("b"))
-        await asyncio.sleep(0)  # the iteration after: the flush has run
-        await asyncio.sleep(0)
 
-    asyncio.run(one_iteration())
+    _in_one_iteration(directory, read)
     message = inbox.get(timeout=WAIT_S)
     assert isinstance(message, ChunksReceivedTogether)
     assert [(b.session_id, b.attempt, _texts(b)) for b in message.batches] == [
@@ -82,14 +91,7 @@ def test_a_lone_stream_travels_as_a_plain_message(
     told: tuple[RoleDirectory, queue.Queue[object]],
 ) -> None:
     directory, inbox = told
-
-    async def one_iteration() -> None:
-        outbox = ChunkOutbox(directory, asyncio.get_running_loop())
-        outbox.add("s1", 1, _chunk("a"))
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
-
-    asyncio.run(one_iteration())
+    _in_one_iteration(directory, lambda outbox: outbox.add("s1", 1, _chunk("a")))
     message = inbox.get(timeout=WAIT_S)
     assert isinstance(message, ChunksReceived)
     assert _texts(message) == ["a"]
@@ -102,16 +104,13 @@ def test_a_stream_end_comes_after_every_chunk_read_before_it(
     iteration later."""
     directory, inbox = told
 
-    async def end_within_the_iteration() -> None:
-        outbox = ChunkOutbox(directory, asyncio.get_running_loop())
+    def read_then_end(outbox: ChunkOutbox) -> None:
         outbox.add("s1", 1, _chunk("a"))
         outbox.add("s2", 1, _chunk("x"))
         outbox.flush()
         directory.tell(TRACKER, StreamCompleted("s1", 1))
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
 
-    asyncio.run(end_within_the_iteration())
+    _in_one_iteration(directory, read_then_end)
     first, second = inbox.get(timeout=WAIT_S), inbox.get(timeout=WAIT_S)
     assert isinstance(first, ChunksReceivedTogether)
     assert second == StreamCompleted("s1", 1)
@@ -123,15 +122,12 @@ def test_an_abandoned_attempt_hands_over_nothing(
 ) -> None:
     directory, inbox = told
 
-    async def cancelled_mid_iteration() -> None:
-        outbox = ChunkOutbox(directory, asyncio.get_running_loop())
+    def read_then_cancel(outbox: ChunkOutbox) -> None:
         outbox.add("s1", 1, _chunk("a"))
         outbox.add("s2", 1, _chunk("x"))
         outbox.drop("s1", 1)
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
 
-    asyncio.run(cancelled_mid_iteration())
+    _in_one_iteration(directory, read_then_cancel)
     message = inbox.get(timeout=WAIT_S)
     assert isinstance(message, ChunksReceived)
     assert (message.session_id, _texts(message)) == ("s2", ["x"])
