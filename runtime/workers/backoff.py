@@ -66,7 +66,14 @@ class SlotHealth:
 
     def describe(self, slot: int, now: float) -> str:
         """Why ``slot`` serves nothing now, e.g. ``worker 1 exited with status 3
-        (3 times in 10 s); next restart in 8 s``."""
+        (3 times in 10 s); next restart in 8 s``.
+
+        A slot with no crash counted is between a worker's end and its count (or
+        starting for the first time): it is said to be starting, not to have died
+        "0 times".
+        """
+        if self.crashes == 0:
+            return f"worker {slot} is starting"
         times = "once" if self.crashes == 1 else f"{self.crashes} times"
         span = math.ceil(max(0.0, now - self.first_crash_at))
         said = f"worker {slot} {self.last_end} ({times} in {span} s)"

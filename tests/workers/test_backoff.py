@@ -38,6 +38,10 @@ def test_the_wait_is_described_as_the_user_reads_it() -> None:
     assert health.retry_after(12.0) == 0.0
 
 
+def test_a_slot_with_no_crash_counted_is_said_to_be_starting() -> None:
+    assert SlotHealth().describe(0, 32051.0) == "worker 0 is starting"
+
+
 @pytest.mark.parametrize(
     ("first", "cap", "reset"), [(-1.0, 30.0, 30.0), (40.0, 30.0, 30.0), (1.0, 30.0, -1.0)]
 )
