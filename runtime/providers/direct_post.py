@@ -14,7 +14,9 @@ what it knows and does the rest itself:
   ``ClientSession`` of the running loop (one per loop that streams, opened
   by its first request and closed by ``aclose`` on that loop; the runtime
   streams on one loop), and a ``Reply`` whose ``read`` is the response's
-  own ``content.readany``;
+  own ``content.readany``; once the headers are in, the body's read timeout
+  is kept by one sweep per loop (``read_deadline``) rather than by a timer
+  re-armed on every read;
 - on failure only, the SDK's exceptions: a non-2xx answer is handed to the
   SDK client's own status-error factory (so the class, e.g.
   ``RateLimitError``, and the message are exactly what a caller of
@@ -51,6 +53,7 @@ import httpx2
 
 from toolprep.messages.content import GenerateContentResponse
 from toolprep.runtime.providers.base import StreamError
+from toolprep.runtime.providers.read_deadline import ReadDeadlines
 from toolprep.runtime.providers.streaming import (
     Reply,
     StreamAdapter,
@@ -189,6 +192,8 @@ class DirectPost:
             http_client = _sdk_http_client(client)
         self._http_client = http_client
         self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._read_timeout = httpx2.Timeout(client.timeout).read
+        self._deadlines: dict[asyncio.AbstractEventLoop, ReadDeadlines] = {}
         self._base_url: httpx2.URL | None = None
         self._url = ""
         self._proxy: str | None = None
@@ -225,7 +230,9 @@ class DirectPost:
     async def aclose(self) -> None:
         """Close the aiohttp session of the running loop (each loop that streamed has one,
         since a session's sockets belong to its loop)."""
-        session = self._sessions.pop(asyncio.get_running_loop(), None)
+        loop = asyncio.get_running_loop()
+        self._deadlines.pop(loop, None)
+        session = self._sessions.pop(loop, None)
         if session is not None:
             await session.close()
 
@@ -238,6 +245,8 @@ class DirectPost:
         if session is None:
             session = self._sessions[loop] = self._new_session()
             self.headers = request_headers(self.client, self._extra_headers)
+            if self._read_timeout is not None:
+                self._deadlines[loop] = ReadDeadlines(loop, self._read_timeout)
         try:
             url = self.url
             response = await session.post(
@@ -266,7 +275,12 @@ class DirectPost:
             )
             raise self._status_failure(answer)
 
+        deadlines = self._deadlines.get(loop)
+        unwatch = deadlines.watch(response) if deadlines is not None else None
+
         async def close() -> None:
+            if unwatch is not None:
+                unwatch()
             if response.content.at_eof():
                 response.release()
             else:

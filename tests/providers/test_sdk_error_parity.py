@@ -16,10 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 import anthropic
+import httpx2
 import openai
 import pytest
 
-from tests.providers.helpers import anthropic_provider, collect, openai_provider
+from tests.providers.helpers import collect
 from tests.support.fake_provider import (
     FakeProviderServer,
     ScriptedResponse,
@@ -28,14 +29,16 @@ from tests.support.fake_provider import (
 )
 from toolprep.messages.content import Content, TextPart
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
-from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT
+from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 from toolprep.runtime.providers.streaming import sdk_status_error
 
 REQUEST = ModelRequest(model="m", history=(Content("user", (TextPart("hi"),)),), max_tokens=5)
 WIRES = ("anthropic", "openai")
 
 
-async def _sdk_failure(wire: str, base_url: str) -> Exception | None:
+async def _sdk_failure(
+    wire: str, base_url: str, timeout: httpx2.Timeout = DEFAULT_TIMEOUT
+) -> Exception | None:
     """What a caller of the SDK's ``create(stream=True)`` gets, reading the stream to its end."""
     client: Any
     if wire == "anthropic":
@@ -43,7 +46,7 @@ async def _sdk_failure(wire: str, base_url: str) -> Exception | None:
             base_url=base_url,
             api_key="test-key",
             max_retries=0,
-            timeout=DEFAULT_TIMEOUT,
+            timeout=timeout,
             http_client=anthropic.DefaultAioHttpClient(),
         )
         create: Callable[[], Any] = lambda: client.messages.create(  # noqa: E731
@@ -54,7 +57,7 @@ async def _sdk_failure(wire: str, base_url: str) -> Exception | None:
             base_url=base_url + "/v1",
             api_key="test-key",
             max_retries=0,
-            timeout=DEFAULT_TIMEOUT,
+            timeout=timeout,
             http_client=openai.DefaultAioHttpClient(),
         )
         create = lambda: client.chat.completions.create(  # noqa: E731
@@ -71,15 +74,19 @@ async def _sdk_failure(wire: str, base_url: str) -> Exception | None:
     return None
 
 
-def _provider(wire: str, base_url: str) -> Provider:
-    return anthropic_provider(base_url) if wire == "anthropic" else openai_provider(base_url)
+def _provider(wire: str, base_url: str, timeout: httpx2.Timeout = DEFAULT_TIMEOUT) -> Provider:
+    """The production build: the SDK client over the provider's own aiohttp session."""
+    url = base_url + ("/v1" if wire == "openai" else "")
+    return build_provider(wire, base_url=url, api_key="test-key", max_retries=0, timeout=timeout)
 
 
-def _both(wire: str, answer: ScriptedResponse) -> tuple[Exception | None, StreamError | None]:
+def _both(
+    wire: str, answer: ScriptedResponse, timeout: httpx2.Timeout = DEFAULT_TIMEOUT
+) -> tuple[Exception | None, StreamError | None]:
     with FakeProviderServer() as server:
         server.enqueue(answer, answer)
-        sdk_error = asyncio.run(_sdk_failure(wire, server.base_url))
-        _, ours = collect(_provider(wire, server.base_url), REQUEST)
+        sdk_error = asyncio.run(_sdk_failure(wire, server.base_url, timeout))
+        _, ours = collect(_provider(wire, server.base_url, timeout), REQUEST)
     return sdk_error, ours
 
 
@@ -172,6 +179,24 @@ def test_a_connection_cut_mid_stream_is_the_sdks_own_error(wire: str) -> None:
     _assert_transport_failure(ours, sdk_error, expected)
     assert ours is not None
     assert ours.message.startswith("connection failed: Response payload is not completed")
+
+
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("stall_after", [0, 3], ids=["before-the-body", "mid-body"])
+def test_a_body_that_stops_moving_times_out_with_the_sdks_own_error(
+    wire: str, stall_after: int
+) -> None:
+    """Waiting for the body's first byte is aiohttp's own timer; after it, the runtime's
+    sweep (``read_deadline``). Either way the same error as the SDK's, once the read
+    timeout has passed."""
+    sse = anthropic_sse if wire == "anthropic" else openai_sse
+    answer = ScriptedResponse(sse(text="hello there", fragment_size=2), stall_after=stall_after)
+    timeout = httpx2.Timeout(30.0, read=0.5)
+    sdk_error, ours = _both(wire, answer, timeout)
+    expected = anthropic.APITimeoutError if wire == "anthropic" else openai.APITimeoutError
+    _assert_transport_failure(ours, sdk_error, expected)
+    assert ours is not None
+    assert ours.message == "connection failed: Timeout on reading data from socket"
 
 
 @pytest.mark.parametrize("wire", WIRES)
