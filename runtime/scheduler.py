@@ -43,11 +43,19 @@ class Scheduler:
         self._thread.start()
 
     def call_later(self, delay: float, action: Callable[[], None]) -> TimerHandle:
+        """Run ``action`` on the timer thread after ``delay`` seconds.
+
+        The timer thread is woken only when the new timer is due before every
+        other: it already sleeps until the earliest one, and a tool timeout,
+        scheduled for every call, is nearly always due after those before it.
+        """
         key = next(self._counter)
         with self._cond:
             self._actions[key] = action
-            heapq.heappush(self._heap, (self._clock() + max(0.0, delay), key))
-            self._cond.notify()
+            entry = (self._clock() + max(0.0, delay), key)
+            heapq.heappush(self._heap, entry)
+            if self._heap[0] is entry:
+                self._cond.notify()
         return TimerHandle(self, key)
 
     def _cancel(self, key: int) -> None:

@@ -37,3 +37,21 @@ def test_cancelled_timers_never_run_and_release_their_actions() -> None:
     assert done.wait(2)
     assert fired == []
     scheduler.stop()
+
+
+def test_a_timer_due_after_the_earliest_still_runs_in_its_turn() -> None:
+    """Adding one due later does not wake the thread; it runs once the earlier ones have."""
+    scheduler = Scheduler()
+    ran: list[str] = []
+    done = threading.Event()
+
+    def last() -> None:
+        ran.append("third")
+        done.set()
+
+    scheduler.call_later(0.02, lambda: ran.append("first"))
+    scheduler.call_later(0.05, lambda: ran.append("second"))
+    scheduler.call_later(0.08, last)
+    assert done.wait(2)
+    assert ran == ["first", "second", "third"]
+    scheduler.stop()
