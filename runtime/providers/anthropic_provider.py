@@ -58,7 +58,7 @@ from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 if TYPE_CHECKING:
     import anthropic
 
-    from toolprep.runtime.providers.direct_post import ConnectionErrorFactory
+    from toolprep.runtime.providers.direct_post import ConnectionErrorFactory, DirectPost
 
 __all__ = ["MESSAGES_PATH", "AnthropicProvider", "build_messages_params"]
 
@@ -244,6 +244,12 @@ class AnthropicProvider:
         self._tools = ToolsJson(
             functools.partial(_tools, eager_input_streaming=eager_input_streaming)
         )
+
+    @property
+    def direct_post(self) -> DirectPost:
+        """What this provider sends its requests with (a benchmark measures the transport
+        alone through it)."""
+        return self._post
 
     async def aclose(self) -> None:
         await self._post.aclose()

@@ -50,6 +50,8 @@ from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 if TYPE_CHECKING:
     import openai
 
+    from toolprep.runtime.providers.direct_post import DirectPost
+
 __all__ = ["CHAT_COMPLETIONS_PATH", "MaxTokensField", "OpenAIProvider", "build_chat_params"]
 
 CHAT_COMPLETIONS_PATH = "/chat/completions"
@@ -214,6 +216,12 @@ class OpenAIProvider:
         )
         self._history = HistoryBytes(_messages, _always)
         self._tools = ToolsJson(_tools)
+
+    @property
+    def direct_post(self) -> DirectPost:
+        """What this provider sends its requests with (a benchmark measures the transport
+        alone through it)."""
+        return self._post
 
     async def aclose(self) -> None:
         await self._post.aclose()
