@@ -21,7 +21,7 @@ from typing import Any
 from toolprep.actors.base import EMITTER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages.frames import card_change
-from toolprep.messages.sinks import FrameJournal, SessionSink
+from toolprep.messages.sinks import FrameJournal, SessionSink, UpdatesWriter
 from toolprep.messages.turns import (
     AskPermission,
     AttachSink,
@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 @dataclass(slots=True)
 class EmitterState:
     sinks: dict[str, SessionSink] = field(default_factory=dict)
+    together: dict[str, UpdatesWriter] = field(default_factory=dict)
+    """The sessions whose sinks write several frames at once, and how."""
     write_failures: int = 0
     frames_written: int = 0
     journal: FrameJournal | None = None
@@ -63,10 +65,16 @@ class AcpEmitter(RoleActor):
 
     def on_attach(self, msg: AttachSink) -> None:
         self.state.sinks[msg.session_id] = msg.sink
+        together: UpdatesWriter | None = getattr(msg.sink, "send_updates", None)
+        if together is None:
+            self.state.together.pop(msg.session_id, None)
+        else:
+            self.state.together[msg.session_id] = together
 
     def on_detach(self, msg: DetachSink) -> None:
         """Forget the session's sink, then say the close is done (a reopen waits for it)."""
         self.state.sinks.pop(msg.session_id, None)
+        self.state.together.pop(msg.session_id, None)
         _resolve(msg.closed, None)
 
     def _write(self, sink: SessionSink, session_id: str, update: dict[str, Any]) -> None:
@@ -77,26 +85,54 @@ class AcpEmitter(RoleActor):
             self.state.write_failures += 1
             logger.warning("frame write for %s failed: %r", session_id, exc)
 
+    def _write_together(
+        self, together: UpdatesWriter, frames: list[tuple[str, dict[str, Any]]]
+    ) -> None:
+        try:
+            together(frames)
+            self.state.frames_written += len(frames)
+        except Exception as exc:  # a broken client must not take the runtime down
+            self.state.write_failures += len(frames)
+            logger.warning("writing %d frames failed: %r", len(frames), exc)
+
     def on_frames(self, msg: WriteFrames) -> None:
-        """Number and keep the frames, store them first if they must be (a card's end, a
-        tool's start), then send them."""
-        sink = self.state.sinks.get(msg.session_id)
-        updates = [u for u in msg.updates if not _suppressed(u)]
-        unstored: str | None = None
-        journal = self.state.journal
-        if sink is not None and journal is not None and updates:
-            updates = [journal.record(msg.session_id, update) for update in updates]
-            if msg.stored is not None or any(_ends_card(update) for update in updates):
-                unstored = journal.commit(msg.session_id)
-        if sink is not None:
-            for update in updates:
-                self._write(sink, msg.session_id, update)
-        if msg.stored is not None:
-            _resolve(msg.stored, unstored)
+        self._write_frames((msg,))
 
     def on_frames_together(self, msg: WriteFramesTogether) -> None:
-        for write in msg.writes:
-            self.on_frames(write)
+        self._write_frames(msg.writes)
+
+    def _write_frames(self, writes: tuple[WriteFrames, ...]) -> None:
+        """Number and keep each write's frames, store them first if they must be (a card's
+        end, a tool's start), then send them: the frames of sessions whose sinks share an
+        ``UpdatesWriter`` in one call, in order. Whoever waits for a write to be stored
+        hears only once every frame of the batch is sent."""
+        state = self.state
+        journal = state.journal
+        batches: dict[UpdatesWriter, list[tuple[str, dict[str, Any]]]] = {}
+        stored: list[tuple[Future[str | None], str | None]] = []
+        for msg in writes:
+            session_id = msg.session_id
+            sink = state.sinks.get(session_id)
+            updates = [u for u in msg.updates if not _suppressed(u)]
+            unstored: str | None = None
+            if sink is not None and updates:
+                if journal is not None:
+                    updates = [journal.record(session_id, update) for update in updates]
+                    if msg.stored is not None or any(_ends_card(update) for update in updates):
+                        unstored = journal.commit(session_id)
+                together = state.together.get(session_id)
+                if together is None:
+                    for update in updates:
+                        self._write(sink, session_id, update)
+                else:
+                    batch = batches.setdefault(together, [])
+                    batch.extend((session_id, update) for update in updates)
+            if msg.stored is not None:
+                stored.append((msg.stored, unstored))
+        for together, frames in batches.items():
+            self._write_together(together, frames)
+        for future, unstored in stored:
+            _resolve(future, unstored)
 
     def on_turn_result(self, msg: DeliverTurnResult) -> None:
         """The turn's frames and history are stored before its result goes out; if they could

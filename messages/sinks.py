@@ -7,11 +7,19 @@ is told which one with ``AttachSink``, so the message and the emitter share this
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 from toolprep.messages.content import Content
 from toolprep.messages.permissions import PermissionRequest
+
+UpdatesWriter: TypeAlias = Callable[[Sequence[tuple[str, dict[str, Any]]]], None]
+"""A sink's optional ``send_updates(frames)``: ``(session_id, update)`` pairs of any of the
+sessions it serves, sent in order and written together (one system call for a batch of
+frames on a stream, not one each). The emitter uses it where a sink has it, and writes
+the frames of every session whose sinks share one ``send_updates`` (a bound method
+compares by its object) in one call."""
 
 
 class SessionSink(Protocol):

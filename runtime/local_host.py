@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Generic, TypeVar, assert_never
 
+from toolprep.messages.sinks import UpdatesWriter
 from toolprep.runtime.session_host import (
     ClientRequest,
     EditorAnswer,
@@ -131,14 +132,23 @@ class ClientRequests:
 
 
 class BridgedSink:
-    """The emitter's view of a ``FrameSink``: frames straight through, permissions as messages."""
+    """The emitter's view of a ``FrameSink``: frames straight through, permissions as messages.
 
-    __slots__ = ("_permissions", "_sink", "send_update")
+    A sink that can write several frames together (``send_updates``, see
+    ``UpdatesWriter``) keeps that method here too, so that the bridges of the
+    sessions it serves share it and their frames go out together.
+    """
+
+    __slots__ = ("_permissions", "_sink", "send_update", "send_updates")
 
     send_update: Callable[[str, dict[str, Any]], None]
+    send_updates: UpdatesWriter
 
     def __init__(self, sink: FrameSink, permissions: PendingAnswers[str]) -> None:
         self.send_update = sink.send_update  # the caller's own method: no extra call per frame
+        together: UpdatesWriter | None = getattr(sink, "send_updates", None)
+        if together is not None:
+            self.send_updates = together
         self._sink = sink
         self._permissions = permissions
 

@@ -243,6 +243,10 @@ class FrameSink(Protocol):
     and other sessions' frames may come from other threads at the same time,
     so a sink shared by sessions must be thread-safe. It must not block for
     long: it writes to a connection or a buffer and returns.
+
+    A sink may also offer ``send_updates(frames)`` (``messages.sinks.UpdatesWriter``):
+    frames of any of its sessions, in order, to be written together. An in-process
+    host then hands it each batch of frames at once instead of frame by frame.
     """
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:

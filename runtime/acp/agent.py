@@ -17,7 +17,7 @@ import math
 import os
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from importlib import metadata
 from typing import Any, assert_never
@@ -115,6 +115,14 @@ class ConnectionSink:
         if self.own_prompts.is_echo(session_id, update):
             return
         self._connection.notify("session/update", {"sessionId": session_id, "update": update})
+
+    def send_updates(self, frames: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Several sessions' frames, in order, in one write (see ``UpdatesWriter``)."""
+        is_echo = self.own_prompts.is_echo
+        self._connection.notify_many(
+            "session/update",
+            [{"sessionId": s, "update": u} for s, u in frames if not is_echo(s, u)],
+        )
 
     def wait_for_room(self, nbytes: int, timeout: float) -> bool:
         """True once a frame of ``nbytes`` can be sent without overflowing the connection's

@@ -44,10 +44,10 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from types import TracebackType
-from typing import IO, Any, Final, Self, TypeAlias
+from typing import IO, Any, Final, Self, TypeAlias, TypeVar
 
 import orjson
 
@@ -82,6 +82,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_Out = TypeVar("_Out")
 
 CANCEL_REQUEST: Final = "$/cancel_request"
 """ACP's notification (either direction) that takes back an unanswered request by its id."""
@@ -408,11 +410,15 @@ class JsonRpcConnection:
                 with self._state_lock:
                     self._awaiting_reply.discard(answered)
                     self._cancel_hooks.pop(answered, None)
+        self._write_out(self._transport.write, data)
+
+    def _write_out(self, write: Callable[[_Out], None], out: _Out) -> None:
+        """``write(out)`` under the write lock; a broken output closes it for good."""
         with self._write_lock:
             if self._write_failure is not None:
                 raise ConnectionClosed(self._write_failure)
             try:
-                self._transport.write(data)
+                write(out)
             except (OSError, ValueError) as exc:
                 self._write_failure = f"cannot write to the peer: {exc}"
                 logger.warning("%s: output broken: %s", self.name, exc)
@@ -431,6 +437,16 @@ class JsonRpcConnection:
     def notify(self, method: str, params: Any = None) -> None:
         """Send a notification; raises ``ConnectionClosed`` if the peer is gone."""
         self.send(build_notification(method, params))
+
+    def notify_many(self, method: str, params: Sequence[Any]) -> None:
+        """Send one notification per ``params`` entry, in order and written together (one
+        write on a stream: a batch of frames costs one system call, not one each);
+        raises ``ConnectionClosed`` if the peer is gone. Nothing is sent for no entries."""
+        if not params:
+            return
+        encode = self._transport.encode
+        messages = [encode(build_notification(method, each)) for each in params]
+        self._write_out(self._transport.write_many, messages)
 
     def request(self, method: str, params: Any = None) -> Future[Any]:
         """Call the peer; the future gets the result, an ``RpcError``, or ``ConnectionClosed``.

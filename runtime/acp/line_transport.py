@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
@@ -52,6 +52,10 @@ class LineTransport:
         while view:
             view = view[self._output.write(view) :]
         self._output.flush()
+
+    def write_many(self, messages: Sequence[bytes]) -> None:
+        """Each message ends in its newline, so they go out as one write and one flush."""
+        self.write(messages[0] if len(messages) == 1 else b"".join(messages))
 
     def close_output(self) -> None:
         """Close the output, dropping whatever it still buffers.

@@ -9,7 +9,7 @@ the same size limit and the same ordering.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,7 +32,7 @@ class SkippedMessage:
 
 class MessageTransport(Protocol):
     """Framing for one peer. ``incoming`` is iterated by the connection's reader thread
-    only; ``write`` is called under the connection's write lock, one message at a time."""
+    only; ``write`` and ``write_many`` are called under the connection's write lock."""
 
     max_message_bytes: int
 
@@ -46,6 +46,11 @@ class MessageTransport(Protocol):
 
     def write(self, data: bytes) -> None:
         """Send one encoded message; ``OSError`` or ``ValueError`` once the peer is gone."""
+        ...
+
+    def write_many(self, messages: Sequence[bytes]) -> None:
+        """Send several encoded messages in order, in one write where the framing allows;
+        fails as ``write`` does."""
         ...
 
     def close_output(self) -> None:

@@ -24,7 +24,7 @@ import asyncio
 import collections
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, Literal, assert_never
 
 import orjson
@@ -112,6 +112,11 @@ class WebSocketTransport:
 
     def write(self, data: bytes) -> None:
         """Buffer one frame; ``BrokenPipeError`` once closed or past the limit. Never waits."""
+        self.write_many((data,))
+
+    def write_many(self, messages: Sequence[bytes]) -> None:
+        """Buffer each message as a frame of its own, waking the loop once; all or none of
+        them, as ``write``."""
         with self._lock:
             match self._state:
                 case "open":
@@ -120,7 +125,7 @@ class WebSocketTransport:
                     raise BrokenPipeError(self._failure)
                 case _:
                     assert_never(self._state)
-            total = self._buffered + len(data)
+            total = self._buffered + sum(map(len, messages))
             if total > self._max_buffered:
                 self._state = "cut_off"
                 self._failure = (
@@ -130,7 +135,7 @@ class WebSocketTransport:
                 self._drop_buffer_locked()
                 self._signal_locked(force=True, cut=True)
                 raise BrokenPipeError(self._failure)
-            self._queue.append(data)
+            self._queue.extend(messages)
             self._buffered = total
             self._signal_locked(force=False)
 

@@ -89,3 +89,32 @@ def test_a_client_that_stops_reading_is_cut_off_instead_of_blocking_the_writer()
             while True:
                 client.recv(timeout=30)
         assert client.close_code == 1008
+
+
+def test_frames_written_together_still_travel_one_per_text_frame() -> None:
+    with agent_side() as (url, connections), connect(url, compression=None) as client:
+        client.send('{"jsonrpc":"2.0","id":1,"method":"echo","params":{}}')
+        client.recv(timeout=30)
+        [agent] = connections
+        agent.notify_many("session/update", [{"n": n} for n in range(3)])
+        frames = [client.recv(timeout=30) for _ in range(3)]
+        assert frames == [
+            f'{{"jsonrpc":"2.0","method":"session/update","params":{{"n":{n}}}}}' for n in range(3)
+        ]
+
+
+def test_frames_written_together_past_the_limit_cut_the_client_off_whole() -> None:
+    """All of a batch is buffered or none of it: the client never gets half a batch."""
+    payload = {"text": "x" * 1024}
+    with agent_side() as (url, connections), connect(url, compression=None) as client:
+        client.send('{"jsonrpc":"2.0","id":1,"method":"echo","params":{}}')
+        client.recv(timeout=30)
+        [agent] = connections
+        with pytest.raises(ConnectionClosed, match=r"fell (\d+) bytes behind") as cut:
+            agent.notify_many("session/update", [payload] * (2 * QUEUE_LIMIT // 1024))
+        behind = re.search(r"fell (\d+) bytes", str(cut.value))
+        assert behind is not None
+        assert int(behind[1]) > 2 * QUEUE_LIMIT, behind
+        with pytest.raises(SocketClosed):
+            client.recv(timeout=30)
+        assert client.close_code == 1008
