@@ -50,6 +50,7 @@ from typing import Protocol
 
 import aiohttp
 import httpx2
+import yarl
 
 from toolprep.messages.content import GenerateContentResponse
 from toolprep.runtime.providers.base import StreamError
@@ -196,19 +197,24 @@ class DirectPost:
         self._deadlines: dict[asyncio.AbstractEventLoop, ReadDeadlines] = {}
         self._base_url: httpx2.URL | None = None
         self._url = ""
+        self._parsed_url = yarl.URL()
         self._proxy: str | None = None
 
     @property
     def url(self) -> str:
         """The path joined onto the client's ``base_url`` as the SDK joins it (the base
         ends in a slash, the path's leading slash goes), redone only if ``base_url`` changes."""
+        self._follow_base_url()
+        return self._url
+
+    def _follow_base_url(self) -> None:
         base = self.client.base_url
         if base is not self._base_url:
             raw_path = base.raw_path + self.path.lstrip("/").encode("ascii")
             self._url = str(base.copy_with(raw_path=raw_path))
+            self._parsed_url = yarl.URL(self._url, encoded=True)  # aiohttp parses a str each time
             self._proxy = environment_proxy(base)
             self._base_url = base
-        return self._url
 
     def stream(
         self, encode: Callable[[], bytes], adapter: StreamAdapter, *, max_event_bytes: int
@@ -243,16 +249,15 @@ class DirectPost:
         loop = asyncio.get_running_loop()
         session = self._sessions.get(loop)
         if session is None:
-            session = self._sessions[loop] = self._new_session()
             self.headers = request_headers(self.client, self._extra_headers)
+            session = self._sessions[loop] = self._new_session(self.headers)
             if self._read_timeout is not None:
                 self._deadlines[loop] = ReadDeadlines(loop, self._read_timeout)
         try:
-            url = self.url
+            self._follow_base_url()
             response = await session.post(
-                url,
+                self._parsed_url,
                 data=body,
-                headers=self.headers,
                 timeout=self._aiohttp_timeout,
                 proxy=self._proxy,
             )
@@ -288,14 +293,16 @@ class DirectPost:
 
         return Reply(response.headers.get("content-type"), response.content.readany, close)
 
-    def _new_session(self) -> aiohttp.ClientSession:
+    def _new_session(self, headers: Mapping[str, str]) -> aiohttp.ClientSession:
+        """A session sending ``headers`` with every request: built into aiohttp's header
+        map once, rather than merged into it on every request."""
         connector = aiohttp.TCPConnector(
             limit=CONNECTION_LIMIT, ssl=httpx2.create_ssl_context(trust_env=True)
         )
         # No trust_env: aiohttp would then read ~/.netrc and the proxy variables on every
         # request (on the executor: about a tenth of a core at 1000 sessions); the proxy is
         # read once per base URL instead (``environment_proxy``), and the SDK reads no netrc.
-        return aiohttp.ClientSession(connector=connector)
+        return aiohttp.ClientSession(connector=connector, headers=headers)
 
     async def _open_httpx(self, http_client: httpx2.AsyncClient, body: bytes) -> Reply:
         if not self.headers:
