@@ -9,7 +9,7 @@ frame, which is what keeps the per-frame cost low under load).
 from __future__ import annotations
 
 import queue
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from toolprep.runtime.workers.protocol import Event, encode_event
 from toolprep.runtime.workers.wire import encode_frame
@@ -28,6 +28,10 @@ class Outbox:
 
     def write(self, event: Event) -> None:
         self._queue.put(encode_frame(*encode_event(event)))
+
+    def write_many(self, events: Sequence[Event]) -> None:
+        """The frames as one queued item: a batch keeps them together, in order."""
+        self._queue.put(b"".join(encode_frame(*encode_event(e)) for e in events))
 
     def close(self) -> None:
         """No frame follows: ``batches`` ends once it has handed out what came before."""

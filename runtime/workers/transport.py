@@ -11,7 +11,7 @@ is, a worker that dies looks the same to the front: ``read`` returns
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from toolprep.runtime.workers.protocol import Command, Event
@@ -25,6 +25,10 @@ class FrameOutput(Protocol):
     def write(self, event: Event) -> None:
         """Send one event as a whole frame; frames written from several threads never
         interleave."""
+
+    def write_many(self, events: Sequence[Event]) -> None:
+        """Send several events in order, as whole frames handed on together (one write on
+        a pipe); no other thread's frame comes between them."""
 
 
 class WorkerTransport(Protocol):

@@ -19,7 +19,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import FrameType
@@ -77,7 +77,7 @@ from toolprep.runtime.workers.protocol import (
     encode_event,
 )
 from toolprep.runtime.workers.transport import FrameOutput
-from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
+from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError, encode_frame
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +95,10 @@ class PipeSink:
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
         self._writer.write(Updated(session_id, card_change(update), orjson.dumps(update)))
 
+    def send_updates(self, frames: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """A batch of frames of any of this worker's sessions, in one write to the front."""
+        self._writer.write_many([Updated(s, card_change(u), orjson.dumps(u)) for s, u in frames])
+
     def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
         card = card_change(orjson.loads(update_json))
         self._writer.write(Updated(session_id, card, update_json))
@@ -111,6 +115,9 @@ class EventWriter:
 
     def write(self, event: Event) -> None:
         self._frames.write(*encode_event(event))
+
+    def write_many(self, events: Sequence[Event]) -> None:
+        self._frames.write_encoded(b"".join(encode_frame(*encode_event(e)) for e in events))
 
 
 def load_factory(spec: str) -> RuntimeFactory:
