@@ -46,6 +46,7 @@ import asyncio
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Protocol
 
 import aiohttp
@@ -165,6 +166,14 @@ def _sdk_http_client(client: SdkClient) -> httpx2.AsyncClient:
     return http_client
 
 
+@dataclass(frozen=True, slots=True)
+class _LoopPost:
+    """A ``DirectPost``'s state on one event loop (a session's sockets belong to its loop)."""
+
+    session: aiohttp.ClientSession
+    deadlines: ReadDeadlines | None
+
+
 class DirectPost:
     """Posts request bodies to one path of one SDK client's API, over aiohttp."""
 
@@ -192,9 +201,7 @@ class DirectPost:
         if http_client is None and self._auth is not None:
             http_client = _sdk_http_client(client)
         self._http_client = http_client
-        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
-        self._read_timeout = httpx2.Timeout(client.timeout).read
-        self._deadlines: dict[asyncio.AbstractEventLoop, ReadDeadlines] = {}
+        self._on_loop: dict[asyncio.AbstractEventLoop, _LoopPost] = {}
         self._base_url: httpx2.URL | None = None
         self._url = ""
         self._parsed_url = yarl.URL()
@@ -236,26 +243,21 @@ class DirectPost:
     async def aclose(self) -> None:
         """Close the aiohttp session of the running loop (each loop that streamed has one,
         since a session's sockets belong to its loop)."""
-        loop = asyncio.get_running_loop()
-        self._deadlines.pop(loop, None)
-        session = self._sessions.pop(loop, None)
-        if session is not None:
-            await session.close()
+        on_loop = self._on_loop.pop(asyncio.get_running_loop(), None)
+        if on_loop is not None:
+            await on_loop.session.close()
 
     async def open(self, body: bytes) -> Reply:
         """POST ``body``; a 2xx answer's ``Reply``, else the mapped ``StreamError``."""
         if self._http_client is not None:
             return await self._open_httpx(self._http_client, body)
         loop = asyncio.get_running_loop()
-        session = self._sessions.get(loop)
-        if session is None:
-            self.headers = request_headers(self.client, self._extra_headers)
-            session = self._sessions[loop] = self._new_session(self.headers)
-            if self._read_timeout is not None:
-                self._deadlines[loop] = ReadDeadlines(loop, self._read_timeout)
+        on_loop = self._on_loop.get(loop)
+        if on_loop is None:
+            on_loop = self._on_loop[loop] = self._start_on(loop)
         try:
             self._follow_base_url()
-            response = await session.post(
+            response = await on_loop.session.post(
                 self._parsed_url,
                 data=body,
                 timeout=self._aiohttp_timeout,
@@ -280,7 +282,7 @@ class DirectPost:
             )
             raise self._status_failure(answer)
 
-        deadlines = self._deadlines.get(loop)
+        deadlines = on_loop.deadlines
         unwatch = deadlines.watch(response) if deadlines is not None else None
 
         async def close() -> None:
@@ -292,6 +294,15 @@ class DirectPost:
                 response.close()  # abandoned mid-body: the server must see the hang-up
 
         return Reply(response.headers.get("content-type"), response.content.readany, close)
+
+    def _start_on(self, loop: asyncio.AbstractEventLoop) -> _LoopPost:
+        """What posting on ``loop`` needs, made by its first request: the headers (read on
+        the loop), a session sending them, and the watch over its bodies' read timeout
+        (none when the client sets no read timeout)."""
+        self.headers = request_headers(self.client, self._extra_headers)
+        read_timeout = self._aiohttp_timeout.sock_read
+        deadlines = ReadDeadlines(loop, read_timeout) if read_timeout else None
+        return _LoopPost(self._new_session(self.headers), deadlines)
 
     def _new_session(self, headers: Mapping[str, str]) -> aiohttp.ClientSession:
         """A session sending ``headers`` with every request: built into aiohttp's header

@@ -51,9 +51,6 @@ class ReadDeadlines:
         self._bodies: dict[aiohttp.ClientResponse, _Progress] = {}
         self._sweep_handle: asyncio.TimerHandle | None = None
 
-    def __len__(self) -> int:
-        return len(self._bodies)
-
     def watch(self, response: aiohttp.ClientResponse) -> Callable[[], None]:
         """Take over ``response``'s read timeout; returns what stops watching it."""
         connection = response.connection
