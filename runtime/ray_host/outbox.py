@@ -12,7 +12,7 @@ import queue
 from collections.abc import Iterator, Sequence
 
 from toolprep.runtime.workers.protocol import Event, encode_event
-from toolprep.runtime.workers.wire import encode_frame
+from toolprep.runtime.workers.wire import encode_frame, encode_frames
 
 __all__ = ["MAX_BATCH_BYTES", "Outbox"]
 
@@ -31,7 +31,7 @@ class Outbox:
 
     def write_many(self, events: Sequence[Event]) -> None:
         """The frames as one queued item: a batch keeps them together, in order."""
-        self._queue.put(b"".join(encode_frame(*encode_event(e)) for e in events))
+        self._queue.put(encode_frames(map(encode_event, events)))
 
     def close(self) -> None:
         """No frame follows: ``batches`` ends once it has handed out what came before."""

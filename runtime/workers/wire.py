@@ -11,11 +11,19 @@ from __future__ import annotations
 import os
 import struct
 import threading
+from collections.abc import Iterable
 from typing import IO, Any
 
 import orjson
 
-__all__ = ["MAX_FRAME_BYTES", "FrameReader", "FrameWriter", "WireError", "encode_frame"]
+__all__ = [
+    "MAX_FRAME_BYTES",
+    "FrameReader",
+    "FrameWriter",
+    "WireError",
+    "encode_frame",
+    "encode_frames",
+]
 
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 """Far above any legitimate frame (editor messages are capped well below it): a length
@@ -31,6 +39,11 @@ class WireError(Exception):
 def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
     body = orjson.dumps(header) + b"\n" + payload
     return _LENGTH.pack(len(body)) + body
+
+
+def encode_frames(frames: Iterable[tuple[dict[str, Any], bytes]]) -> bytes:
+    """Several frames back to back, to be written at once: a reader takes them one by one."""
+    return b"".join(encode_frame(header, payload) for header, payload in frames)
 
 
 class FrameReader:

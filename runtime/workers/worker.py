@@ -77,7 +77,7 @@ from toolprep.runtime.workers.protocol import (
     encode_event,
 )
 from toolprep.runtime.workers.transport import FrameOutput
-from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError, encode_frame
+from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError, encode_frames
 
 logger = logging.getLogger(__name__)
 
@@ -93,11 +93,11 @@ class PipeSink:
         self._writer = writer
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
-        self._writer.write(Updated(session_id, card_change(update), orjson.dumps(update)))
+        self._writer.write(_updated(session_id, update))
 
     def send_updates(self, frames: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """A batch of frames of any of this worker's sessions, in one write to the front."""
-        self._writer.write_many([Updated(s, card_change(u), orjson.dumps(u)) for s, u in frames])
+        self._writer.write_many([_updated(session_id, update) for session_id, update in frames])
 
     def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
         card = card_change(orjson.loads(update_json))
@@ -105,6 +105,11 @@ class PipeSink:
 
     def send_request(self, session_id: str, request: ClientRequest) -> None:
         self._writer.write(Requested(session_id, request))
+
+
+def _updated(session_id: str, update: dict[str, Any]) -> Updated:
+    """A frame built here, serialised once for the front to relay as it is."""
+    return Updated(session_id, card_change(update), orjson.dumps(update))
 
 
 class EventWriter:
@@ -117,7 +122,7 @@ class EventWriter:
         self._frames.write(*encode_event(event))
 
     def write_many(self, events: Sequence[Event]) -> None:
-        self._frames.write_encoded(b"".join(encode_frame(*encode_event(e)) for e in events))
+        self._frames.write_encoded(encode_frames(map(encode_event, events)))
 
 
 def load_factory(spec: str) -> RuntimeFactory:
