@@ -8,7 +8,7 @@ from typing import IO, Any, cast
 
 import pytest
 
-from tests.acp_transport.conftest import WireFactory
+from tests.acp_transport.conftest import RecordingOutput, WireFactory
 from tests.acp_transport.test_errors import check_error_shape
 from toolprep.runtime.acp.errors import INVALID_REQUEST, PARSE_ERROR
 from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
@@ -98,24 +98,9 @@ class _EndlessLine:
         return tail
 
 
-class _Sink:
-    def __init__(self) -> None:
-        self.lines: list[bytes] = []
-
-    def write(self, data: Any) -> int:
-        self.lines.append(bytes(data))
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def test_memory_stays_bounded_by_the_limit_not_the_line() -> None:
     """A 64 MiB line with a 1 MiB limit never costs more than a few MiB."""
-    sink = _Sink()
+    sink = RecordingOutput()
     source = cast(IO[bytes], _EndlessLine(64 * 1024 * 1024))
     conn = JsonRpcConnection(source, cast(IO[bytes], sink), max_line_bytes=1024 * 1024)
     conn.on_request("echo", _echo)
@@ -127,9 +112,9 @@ def test_memory_stays_bounded_by_the_limit_not_the_line() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 4 * 1024 * 1024, peak
-    assert len(sink.lines) == 2
-    assert b"size limit" in sink.lines[0]
-    assert sink.lines[1] == b'{"jsonrpc":"2.0","id":1,"result":["tail"]}\n'
+    assert len(sink.writes) == 2
+    assert b"size limit" in sink.writes[0]
+    assert sink.writes[1] == b'{"jsonrpc":"2.0","id":1,"result":["tail"]}\n'
 
 
 def test_malformed_json_then_valid_request_is_answered(wire: WireFactory) -> None:

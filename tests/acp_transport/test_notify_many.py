@@ -4,30 +4,14 @@ from __future__ import annotations
 
 import io
 import os
-from typing import IO, Any, cast
+from typing import IO, cast
 
 import orjson
 import pytest
 
+from tests.acp_transport.conftest import RecordingOutput
 from toolprep.runtime.acp.errors import ConnectionClosed
 from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
-
-
-class RecordingOutput:
-    """An output stream that keeps each write as the connection made it."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-
-    def write(self, data: Any) -> int:
-        self.writes.append(bytes(data))
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def _connection(output: object) -> JsonRpcConnection:
