@@ -33,6 +33,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
@@ -68,8 +69,8 @@ def _requests() -> tuple[ModelRequest, ModelRequest]:
 
 
 class _RawStream(asyncio.Protocol):
-    """One keep-alive connection posting ``bodies`` in turn, reading each chunked answer
-    to its last chunk and nothing more."""
+    """One keep-alive connection sending ``heads`` (whole requests) in turn, reading each
+    chunked answer to its last chunk and nothing more."""
 
     def __init__(self, heads: tuple[bytes, bytes], on_lost: asyncio.Future[None]) -> None:
         self._heads = heads
@@ -97,9 +98,10 @@ class _RawStream(asyncio.Protocol):
 
 
 def _raw_heads(wire: str, port: int) -> tuple[bytes, bytes]:
-    """Both requests as bytes on the wire, bodies made by the provider itself."""
-    provider: Any = build_provider(wire, base_url=f"http://{LOOPBACK}:{port}", api_key="bench")
-    path = b"/v1/messages" if wire == "anthropic" else b"/chat/completions"
+    """Both requests as bytes on the wire, to the path and with the bodies the provider
+    itself would send."""
+    provider: Any = _provider(wire, port)
+    path = urllib.parse.urlsplit(provider.direct_post.url).path.encode("ascii")
     heads = []
     for request in _requests():
         body = provider.request_body(request)
