@@ -559,6 +559,7 @@ def _build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPoli
     )
     from toolprep.runtime.store import SessionStore
     from toolprep.runtime.store.ownership import this_process
+    from toolprep.runtime.store.private_files import make_private
     from toolprep.runtime.workers import WorkerHost, WorkerSpec, default_worker_count
     from toolprep.runtime.workers.codec import dump_options
 
@@ -571,6 +572,8 @@ def _build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPoli
         raise ValueError(f"--workers must be >= 1, got {workers}")
     check_options(options)
     path = store_path(options)
+    if path is not None:  # before the store opens: transcripts are for their user alone
+        make_private(path.parent)
     if workers == 1 and getattr(args, "ray", None) is None:
         runtime = runtime_from_options(options)
         if runtime.store is not None:
@@ -710,6 +713,10 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     listener = threading.Thread(target=server.serve_forever, name="toolprep-listener", daemon=True)
     listener.start()
     data_dir, pid = _daemon_data_dir(args), os.getpid()
+    if hosted.store is None:  # else made private before the store opened (``_build_host``)
+        from toolprep.runtime.store.private_files import make_private
+
+        make_private(data_dir)
     try:
         address_file = write_daemon_file(data_dir, DaemonAddress(server.url, token.value, pid))
         where = f"address and token in {address_file}"

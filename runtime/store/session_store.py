@@ -67,6 +67,7 @@ from toolprep.runtime.session_host import (
 )
 from toolprep.runtime.session_title import title_of
 from toolprep.runtime.store.ownership import describe_owner, owner_alive, this_process
+from toolprep.runtime.store.private_files import create_private_file
 from toolprep.runtime.store.schema import SCHEMA_VERSION, SchemaTooNew, migrate
 
 __all__ = [
@@ -281,7 +282,7 @@ class SessionStore:
     def _connect_writable(self, busy_timeout: float) -> sqlite3.Connection:
         """A connection set up for writing (``OSError``, ``sqlite3.Error`` or ``SchemaTooNew``
         if it cannot be)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        create_private_file(self.path)  # SQLite's -wal and -shm files take its mode
         db = sqlite3.connect(
             self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
         )
