@@ -40,16 +40,17 @@ _OPEN_ENTRY: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 @dataclass(frozen=True, slots=True)
 class ModeChange:
-    """One path whose permissions were (or could not be) narrowed."""
+    """One entry whose permissions were narrowed, or could not be (``left_because``)."""
 
     path: Path
     before: int
-    after: int | None
-    """The new mode, or None when the entry is another user's and was left alone."""
+    after: int
+    left_because: str | None = None
+    """Why the entry keeps ``before``: another user owns it, or the change failed."""
 
     def describe(self) -> str:
-        if self.after is None:
-            return f"{self.path.name} ({self.before:04o}, owned by another user: left alone)"
+        if self.left_because is not None:
+            return f"{self.path.name} ({self.before:04o}, left as it is: {self.left_because})"
         return f"{self.path.name} {self.before:04o} -> {self.after:04o}"
 
 
@@ -57,11 +58,17 @@ def make_private(data_dir: Path) -> list[ModeChange]:
     """Create ``data_dir`` (``0700``), or narrow it and everything in it to its owner.
 
     Returns what was changed (empty for a directory that was already private) and logs it
-    in one warning: other local users could read those transcripts until now.
+    in one warning: other local users could read those transcripts until now. Never raises:
+    a directory that cannot be created or changed (a read-only file system) is the store's
+    to report, which still serves what it can read.
     """
-    data_dir.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
     changes: list[ModeChange] = []
-    top = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        data_dir.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        top = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        logger.warning("cannot make the data directory %s private: %s", data_dir, exc)
+        return changes
     try:
         _narrow(top, data_dir, PRIVATE_DIR_MODE, changes)
         _narrow_entries(top, data_dir, changes)
@@ -91,7 +98,11 @@ def create_private_file(path: Path) -> None:
 
 def _narrow_entries(directory_fd: int, directory: Path, changes: list[ModeChange]) -> None:
     """Narrow every entry below an open directory, descending into subdirectories."""
-    for name in os.listdir(directory_fd):
+    try:
+        names = os.listdir(directory_fd)
+    except OSError:  # an unreadable subdirectory: its own mode was narrowed, if it could be
+        return
+    for name in names:
         path = directory / name
         try:
             fd = os.open(name, _OPEN_ENTRY, dir_fd=directory_fd)
@@ -114,9 +125,13 @@ def _narrow(fd: int, path: Path, mode: int, changes: list[ModeChange]) -> None:
     before = stat.S_IMODE(info.st_mode)
     if not before & 0o077:
         return
-    if info.st_uid != os.geteuid():
-        changes.append(ModeChange(path, before, None))
-        return
     after = before & mode
-    os.fchmod(fd, after)
+    if info.st_uid != os.geteuid():
+        changes.append(ModeChange(path, before, after, "owned by another user"))
+        return
+    try:
+        os.fchmod(fd, after)
+    except OSError as exc:
+        changes.append(ModeChange(path, before, after, exc.strerror or str(exc)))
+        return
     changes.append(ModeChange(path, before, after))
