@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, NamedTuple
 from toolprep.messages.modes import MODES
 from toolprep.runtime.assembly import check_options, configure_logging
 from toolprep.runtime.compaction import DEFAULT_COMPACT_AT
-from toolprep.runtime.config import DEFAULT_MODELS
+from toolprep.runtime.config import DEFAULT_MODELS, resolve_settings
 from toolprep.runtime.daemon.serve_options import (
+    DEFAULT_REPLY_TIMEOUT_S,
     add_connection_arguments,
     check_connection_arguments,
 )
@@ -40,6 +41,7 @@ from toolprep.runtime.stop_signals import StopSignals
 from toolprep.runtime.tools.environment import SERVE_TOKEN_VARIABLE
 
 if TYPE_CHECKING:
+    from toolprep.runtime.daemon.runs_with import RunsWith
     from toolprep.runtime.daemon.serve_token import ServeToken
     from toolprep.runtime.store import SessionStore
 
@@ -261,6 +263,18 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="run a daemon serving ACP over WebSocket; its sessions outlive connections",
         description=_SERVE_DESCRIPTION,
     )
+    _serve_arguments(serve)
+
+
+def serve_option_parser() -> argparse.ArgumentParser:
+    """``serve``'s options alone, raising ``argparse.ArgumentError`` instead of exiting: how
+    ``connect`` reads the options it was given for a daemon (``runs_with``)."""
+    serve = argparse.ArgumentParser(prog="toolprep serve", add_help=False, exit_on_error=False)
+    _serve_arguments(serve)
+    return serve
+
+
+def _serve_arguments(serve: argparse.ArgumentParser) -> None:
     _runtime_arguments(serve)
     serve.add_argument(
         "--workers",
@@ -368,8 +382,10 @@ def _connect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     connect.add_argument(
         "--start",
         action="store_true",
-        help="if no daemon answers, start `toolprep serve --data-dir DIR` in its own session, "
-        "its output appended to DIR/serve.log, and connect to it (default: exit with status 2)",
+        help="if no daemon answers, start `toolprep serve --data-dir DIR --port 0` detached "
+        "(its own session, not a child of this process, so it outlives the editor and this "
+        "process), its output appended to DIR/serve.log, and connect to it; its provider key "
+        "comes from this environment (default: exit with status 2)",
     )
     connect.add_argument(
         "--start-timeout",
@@ -384,6 +400,15 @@ def _connect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=8 * 1024 * 1024,
         metavar="N",
         help="largest message either way; a bigger one ends the connection (default 8 MiB)",
+    )
+    connect.add_argument(
+        "--reply-timeout",
+        type=float,
+        default=DEFAULT_REPLY_TIMEOUT_S,
+        metavar="SECONDS",
+        help="once stdin ends, how long to wait for the replies to the requests already sent "
+        "before closing the connection without them (default "
+        f"{DEFAULT_REPLY_TIMEOUT_S:g})",
     )
     connect.add_argument(
         "--log-level", default="WARNING", help="stderr log level (default WARNING)"
@@ -706,7 +731,10 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
         )
     except (ValueError, OSError) as exc:
         pool.shutdown()
-        print(f"toolprep: {exc}", file=sys.stderr)
+        from toolprep.runtime.daemon.port_holder import port_in_use_message
+
+        taken = port_in_use_message(args.host, args.port, exc) if isinstance(exc, OSError) else None
+        print(f"toolprep: {taken or exc}", file=sys.stderr)
         return 2
     # Listening before the daemon file is written, so that a failure can shut the server
     # down (its shutdown waits for serve_forever).
@@ -717,8 +745,9 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
         from toolprep.runtime.store.private_files import make_private
 
         make_private(data_dir)
+    address = DaemonAddress(server.url, token.value, pid, _runs_with(args, token.value))
     try:
-        address_file = write_daemon_file(data_dir, DaemonAddress(server.url, token.value, pid))
+        address_file = write_daemon_file(data_dir, address)
         where = f"address and token in {address_file}"
     except OSError as exc:
         if token.source == "generated":  # nobody could learn the token: useless to serve
@@ -739,6 +768,17 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     if hosted.store is not None:
         hosted.store.close()
     return 0
+
+
+def _runs_with(args: argparse.Namespace, token: str) -> RunsWith:
+    """What the sessions stream from, for ``serve.json``: clients compare it with what they
+    ask for (``runs_with``); the key only as a check keyed with the daemon's token."""
+    from toolprep.runtime.daemon.runs_with import RunsWith
+
+    settings = resolve_settings(
+        provider=args.provider, model=args.model, base_url=args.base_url, env=os.environ
+    )
+    return RunsWith.of(settings, token)
 
 
 def _daemon_data_dir(args: argparse.Namespace) -> Path:

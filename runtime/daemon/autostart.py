@@ -1,11 +1,20 @@
 """``toolprep connect --start``: start ``toolprep serve`` detached when no daemon answers.
 
-The daemon must outlive the editor that happened to start it, so it runs in
-a session of its own (no terminal, no process group the editor signals),
-with stdin on ``/dev/null`` and its output appended to ``serve.log`` in the
-data directory, the one whose ``serve.json`` then names it. It is spawned
-with ``posix_spawn`` rather than ``subprocess.Popen``: it is never waited
-for once it is up, which a ``Popen`` object would complain about.
+The daemon must outlive the editor that happened to start it, and the
+``connect`` it started through: a client that ends an agent by killing its
+whole process tree (acpx walks the descendants of the agent's pid and its
+process group) used to kill the daemon with it, running turns included. So
+it belongs to nobody: a short-lived launcher interpreter (``_DETACH``) is
+spawned in a session of its own (no terminal, no process group the editor
+signals), forks the daemon and exits at once, so the daemon's parent is
+init (or the nearest subreaper), never ``connect``. The daemon keeps no
+descriptor of ``connect``'s beyond 0 to 2: stdin is ``/dev/null``, stdout
+and stderr go to ``serve.log`` in the data directory, everything else is
+closed before it runs.
+
+It listens on a free port (``--port 0`` unless the options name one) and
+publishes the actual one in its ``serve.json``, which ``connect`` reads:
+daemons of several data directories never compete for one port.
 """
 
 from __future__ import annotations
@@ -55,13 +64,37 @@ def starting_alone(data_dir: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+_DETACH: Final = """
+import os, sys
+log, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid:
+    os.write(1, b"%d\\n" % pid)
+    os._exit(0)
+try:
+    null = os.open(os.devnull, os.O_RDONLY)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    os.execv(argv[0], argv)
+except BaseException as exc:
+    os.write(2, ("toolprep connect --start: cannot run %s: %s\\n" % (argv[0], exc)).encode())
+    os._exit(127)
+"""
+"""The launcher, run by ``python -I -S -c`` in a session of its own: fork the daemon (which
+redirects its descriptors and runs ``serve``), print its pid, and exit, leaving it to init."""
+
+
 def start_daemon(
     data_dir: Path,
     serve_options: Sequence[str],
     environ: Mapping[str, str],
     timeout_s: float,
 ) -> DaemonAddress:
-    """Start ``toolprep serve --data-dir DATA_DIR SERVE_OPTIONS``; its address once it wrote it.
+    """Start ``toolprep serve --data-dir DATA_DIR --port 0 SERVE_OPTIONS``, detached; its
+    address once it wrote it (a ``--port`` among ``SERVE_OPTIONS`` comes later and wins).
 
     The daemon file counts only once it names the started process: an old
     one left by a killed daemon names another pid.
@@ -75,28 +108,13 @@ def start_daemon(
         "serve",
         "--data-dir",
         str(data_dir),
+        "--port",
+        "0",
         *serve_options,
     ]
-    pid = os.posix_spawn(
-        sys.executable,
-        argv,
-        dict(environ),
-        file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
-            (os.POSIX_SPAWN_DUP2, 1, 2),
-        ],
-        setsid=True,
-    )
+    pid = _detached(argv, environ, log)
     deadline = time.monotonic() + timeout_s
     while True:
-        exited, status = os.waitpid(pid, os.WNOHANG)
-        if exited:
-            code = os.waitstatus_to_exitcode(status)
-            raise StartFailed(
-                f"the started toolprep serve exited with status {code}: {_last_line(log)} "
-                f"(its log: {log})"
-            )
         try:
             address = read_daemon_file(data_dir)
         except DaemonFileError:
@@ -104,12 +122,71 @@ def start_daemon(
         else:
             if address.pid == pid:
                 return address
+        if not _running(pid):
+            raise StartFailed(
+                f"the started toolprep serve (pid {pid}) exited: {_last_line(log)} (its log: {log})"
+            )
         if time.monotonic() >= deadline:
             raise StartFailed(
                 f"the started toolprep serve (pid {pid}) did not write "
                 f"{daemon_file_path(data_dir)} within {timeout_s:g} s (its log: {log})"
             )
         time.sleep(_POLL_S)
+
+
+def _detached(argv: Sequence[str], environ: Mapping[str, str], log: Path) -> int:
+    """Run ``argv`` as a process of nobody's (see the module's docstring); its pid.
+
+    Spawned, not forked here: this process has threads (the signal dumper), and a
+    fork of a threaded process may deadlock in the child.
+    """
+    read_end, write_end = os.pipe()
+    try:
+        launcher = os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-I", "-S", "-c", _DETACH, str(log), *argv],
+            dict(environ),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, write_end, 1),
+                (os.POSIX_SPAWN_OPEN, 2, str(log), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
+            ],
+            setsid=True,
+        )
+        os.close(write_end)
+        write_end = -1
+        with os.fdopen(read_end, "rb") as said:
+            read_end = -1
+            printed = said.read()
+    finally:
+        for fd in (read_end, write_end):
+            if fd >= 0:
+                os.close(fd)
+    _, status = os.waitpid(launcher, 0)
+    try:
+        return int(printed)
+    except ValueError:
+        code = os.waitstatus_to_exitcode(status)
+        raise StartFailed(
+            f"the launcher of toolprep serve exited with status {code} before starting it: "
+            f"{_last_line(log)} (its log: {log})"
+        ) from None
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs: not ours to wait for, and a zombie counts as gone (a
+    container's init may never reap it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
 
 
 def _last_line(log: Path) -> str:

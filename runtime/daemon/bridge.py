@@ -3,35 +3,50 @@
 Each stdin line becomes one WebSocket text frame and each frame one stdout
 line, byte for byte: the bridge only splits lines (``LineTransport``, which
 also bounds the memory an endless line can cost), so what the editor and
-the daemon say to each other is never parsed, re-encoded or reordered here.
+the daemon say to each other is never re-encoded or reordered here.
+
+It does read each message's envelope (``_Outstanding``), for one thing: the
+end of stdin half-closes. A client that pipes its requests in and closes
+stdin (``printf ... | toolprep connect``) still wants their replies, and
+closing the WebSocket at once used to drop some of them, or all. So at the
+end of stdin nothing more is sent, and the connection stays open until
+every request forwarded has its reply on stdout, or ``reply_timeout_s`` has
+passed (then one line says how many went unanswered, and the exit status is
+1). The same bookkeeping finds the replies that open a session, after which
+a ``notice`` (if given) is shown in that session.
 
 Two threads pump, one per direction; the first end either of them meets
 (or a stop signal, seen by the main thread) decides how the connection is
 closed and what the process reports: the end of stdin closes the WebSocket
-normally, a close from the daemon is reported with its code and reason.
+normally once the replies are in, a close from the daemon is reported with
+its code and reason.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import IO, Final, Literal, assert_never
+from typing import IO, Any, Final, Literal, assert_never
 
+import orjson
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.sync.client import ClientConnection
 
 from toolprep.runtime.acp.line_transport import LineTransport
 from toolprep.runtime.acp.transport import SkippedMessage
+from toolprep.runtime.daemon.serve_options import DEFAULT_REPLY_TIMEOUT_S
 
-__all__ = ["BridgeEnd", "BridgeOutcome", "run_bridge"]
+__all__ = ["BridgeEnd", "BridgeOutcome", "notice_frame", "run_bridge"]
 
 logger = logging.getLogger(__name__)
 
 BridgeEnd = Literal[
-    "editor-closed",  # stdin ended, or stdout is gone: the editor left
+    "editor-closed",  # stdin ended and every reply is out, or stdout is gone: the editor left
+    "replies-missing",  # stdin ended and some replies did not come within the reply timeout
     "stopped",  # SIGTERM or SIGINT
     "editor-message-too-big",
     "daemon-message-too-big",
@@ -41,6 +56,9 @@ BridgeEnd = Literal[
 
 _STOP_POLL_S: Final = 0.1
 _READER_JOIN_S: Final = 30.0
+_REQUEST_PREFIX: Final = b'{"jsonrpc":"2.0","method":'
+"""How the daemon's own encoder starts a message that has a method: skipped unparsed."""
+_OPENING: Final = frozenset({"session/new", "session/load", "session/resume"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +75,8 @@ class BridgeOutcome:
             case "editor-closed" | "stopped":
                 return 0
             case (
-                "editor-message-too-big"
+                "replies-missing"
+                | "editor-message-too-big"
                 | "daemon-message-too-big"
                 | "daemon-closed"
                 | "connection-lost"
@@ -87,25 +106,127 @@ class _Ending:
             return self._outcome
 
 
+class _Outstanding:
+    """The requests forwarded to the daemon that have no reply on stdout yet.
+
+    Keyed by id; each remembers its method and the session it names, so that a reply
+    that opens a session is known as one. Ids that cannot match a reply (null, or not
+    a string or a number) are not kept.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._waiting: dict[Hashable, tuple[str, str | None]] = {}
+
+    def sent(self, line: bytes) -> None:
+        for message in _messages(line):
+            method, request_id = message.get("method"), message.get("id")
+            if isinstance(method, str) and _is_id(request_id):
+                params = message.get("params")
+                session = params.get("sessionId") if isinstance(params, dict) else None
+                with self._changed:
+                    self._waiting[request_id] = (
+                        method,
+                        session if isinstance(session, str) else None,
+                    )
+
+    def answered(self, frame: bytes) -> list[str]:
+        """Strike the replies in ``frame`` off; the sessions they opened."""
+        opened: list[str] = []
+        with self._changed:
+            if not self._waiting:
+                return opened  # nothing it could answer: not worth parsing
+        if frame.startswith(_REQUEST_PREFIX):
+            return opened  # a notification or a request of the daemon's, not a reply
+        for message in _messages(frame):
+            if "method" in message or not _is_id(message.get("id")):
+                continue
+            with self._changed:
+                request = self._waiting.pop(message["id"], None)
+                self._changed.notify_all()
+            if request is None or request[0] not in _OPENING:
+                continue
+            result = message.get("result")
+            session = result.get("sessionId") if isinstance(result, dict) else None
+            session = session if isinstance(session, str) else request[1]
+            if session is not None and isinstance(result, dict):
+                opened.append(session)
+        return opened
+
+    def wait_answered(self, timeout_s: float, ending: _Ending) -> int:
+        """Wait until every request has its reply, or ``timeout_s`` passed, or the bridge
+        ended otherwise; how many are still without one."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while self._waiting and not ending.reached.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(min(left, _STOP_POLL_S))
+            return len(self._waiting)
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
+
+
+def _messages(data: bytes) -> list[dict[str, Any]]:
+    """The JSON-RPC objects in one line or frame (a batch is a list of them); none if it is
+    not JSON: that is for the receiving side to answer."""
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return []
+    items = parsed if isinstance(parsed, list) else [parsed]
+    return [item for item in items if isinstance(item, dict)]
+
+
+def notice_frame(session_id: str, text: str) -> bytes:
+    """A ``session/update`` showing ``text`` in the session as an agent message, set apart
+    in brackets as the agent's own notices are."""
+    update = {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": f"\n[{text}]\n"},
+    }
+    return orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": session_id, "update": update},
+        }
+    )
+
+
 def run_bridge(
     socket: ClientConnection,
     stdin: IO[bytes],
     stdout: IO[bytes],
     max_message_bytes: int,
     stop_requested: Callable[[], bool],
+    *,
+    reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S,
+    notice: str | None = None,
 ) -> BridgeOutcome:
     """Pump both ways until one side ends; close the WebSocket accordingly; say how it ended.
 
     ``stdin`` should be unbuffered: its reader thread may still be blocked
-    reading when the process exits.
+    reading when the process exits. ``notice``, if given, is shown in every
+    session this connection opens (new, loaded or resumed), right after its reply.
     """
     lines = LineTransport(stdin, stdout, max_message_bytes)
     ending = _Ending()
+    outstanding = _Outstanding()
     to_daemon = threading.Thread(
-        target=_editor_to_daemon, args=(lines, socket, ending), name="connect-stdin", daemon=True
+        target=_editor_to_daemon,
+        args=(lines, socket, outstanding, reply_timeout_s, ending),
+        name="connect-stdin",
+        daemon=True,
     )
     to_editor = threading.Thread(
-        target=_daemon_to_editor, args=(socket, lines, ending), name="connect-stdout", daemon=True
+        target=_daemon_to_editor,
+        args=(socket, lines, outstanding, notice, ending),
+        name="connect-stdout",
+        daemon=True,
     )
     to_daemon.start()
     to_editor.start()
@@ -123,7 +244,7 @@ def run_bridge(
 def _close(socket: ClientConnection, outcome: BridgeOutcome) -> None:
     """Close the WebSocket the way the end calls for (a no-op once the daemon closed it)."""
     match outcome.end:
-        case "editor-closed":
+        case "editor-closed" | "replies-missing":
             socket.close(CloseCode.NORMAL_CLOSURE)
         case "stopped":
             socket.close(CloseCode.GOING_AWAY, "the bridge was stopped")
@@ -135,7 +256,13 @@ def _close(socket: ClientConnection, outcome: BridgeOutcome) -> None:
             assert_never(outcome.end)
 
 
-def _editor_to_daemon(lines: LineTransport, socket: ClientConnection, ending: _Ending) -> None:
+def _editor_to_daemon(
+    lines: LineTransport,
+    socket: ClientConnection,
+    outstanding: _Outstanding,
+    reply_timeout_s: float,
+    ending: _Ending,
+) -> None:
     for line in lines.incoming():
         if isinstance(line, SkippedMessage):
             size = f" of {line.size} bytes" if line.size is not None else ""
@@ -149,22 +276,46 @@ def _editor_to_daemon(lines: LineTransport, socket: ClientConnection, ending: _E
             return
         if not line.strip():
             continue  # a blank line carries no message
+        outstanding.sent(line)  # before it can be answered
         try:
             socket.send(line, text=True)
         except ConnectionClosed:
             return  # the other thread reports how the connection ended
+    # Half-closed: nothing more to send, but the replies to what was sent are still due.
+    unanswered = outstanding.wait_answered(reply_timeout_s, ending)
+    if unanswered:
+        ending.report(
+            BridgeOutcome(
+                "replies-missing",
+                f"stdin ended with {unanswered} request(s) still unanswered after waiting "
+                f"{reply_timeout_s:g} s for their replies; closed the connection without "
+                "them (the daemon goes on with their sessions: load one to see how it "
+                "went, or pass a longer --reply-timeout)",
+            )
+        )
     ending.report(BridgeOutcome("editor-closed"))
 
 
-def _daemon_to_editor(socket: ClientConnection, lines: LineTransport, ending: _Ending) -> None:
+def _daemon_to_editor(
+    socket: ClientConnection,
+    lines: LineTransport,
+    outstanding: _Outstanding,
+    notice: str | None,
+    ending: _Ending,
+) -> None:
     while True:
         try:
             frame = socket.recv(decode=False)
         except ConnectionClosed as closed:
             ending.report(_closed_outcome(closed, lines.max_message_bytes))
             return
+        data = bytes(frame)
         try:
-            lines.write(bytes(frame) + b"\n")
+            lines.write(data + b"\n")
+            opened = outstanding.answered(data)  # once written: the half-close waits for it
+            if notice is not None:
+                for session_id in opened:
+                    lines.write(notice_frame(session_id, notice) + b"\n")
         except (OSError, ValueError) as exc:
             logger.info("stdout is gone (%s): the editor left", exc)
             ending.report(BridgeOutcome("editor-closed"))

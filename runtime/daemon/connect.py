@@ -11,6 +11,12 @@ stdout carries protocol messages only. Anything that keeps the bridge from
 starting, or ends it from the daemon's side, is one line on stderr and a
 non-zero status, so the editor shows why its agent is gone: 2 when no
 connection could be made, 1 when the daemon closed it or it broke.
+
+A daemon runs with the provider settings of the process that started it.
+A ``connect`` that finds one running whose settings differ from what its
+own options after ``--`` and its environment ask for (``runs_with``) still
+joins it, and says so: one line on stderr, and a notice in every session it
+opens, naming what differs and how to get what it asked for.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from websockets.sync.client import ClientConnection, connect
 from toolprep.runtime.assembly import configure_logging, default_data_dir
 from toolprep.runtime.daemon.autostart import SERVE_LOG, StartFailed, start_daemon, starting_alone
 from toolprep.runtime.daemon.bridge import run_bridge
-from toolprep.runtime.daemon.discovery import DaemonFileError, read_daemon_file
+from toolprep.runtime.daemon.discovery import DaemonAddress, DaemonFileError, read_daemon_file
+from toolprep.runtime.daemon.runs_with import Asked, differences
 from toolprep.runtime.daemon.serve_token import TOKEN_ON_COMMAND_LINE, TOKEN_VARIABLE, serve_token
 from toolprep.runtime.stop_signals import StopSignals
 
@@ -64,6 +71,17 @@ class _Target:
     token: str
     token_from: str
     """Where the token was read, for the message when the daemon refuses it."""
+    daemon: DaemonAddress | None = None
+    """The daemon file it came from, if any: what the daemon runs with."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Joined:
+    """The open connection, and the notice for its sessions when the daemon runs with other
+    settings than this connect asks for."""
+
+    socket: ClientConnection
+    notice: str | None = None
 
 
 def run_connect(args: argparse.Namespace) -> int:
@@ -76,7 +94,7 @@ def run_connect(args: argparse.Namespace) -> int:
     stop.install()
     try:
         try:
-            socket = _open(args, os.environ)
+            joined = _open(args, os.environ)
         except ConnectFailed as exc:
             print(f"{_PREFIX}{exc}", file=sys.stderr, flush=True)
             return 2
@@ -84,7 +102,13 @@ def run_connect(args: argparse.Namespace) -> int:
         # and a buffered stream's lock held by it would abort interpreter shutdown.
         protocol_in = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
         outcome = run_bridge(
-            socket, protocol_in, protocol_out, args.max_message_bytes, lambda: stop.requested
+            joined.socket,
+            protocol_in,
+            protocol_out,
+            args.max_message_bytes,
+            lambda: stop.requested,
+            reply_timeout_s=args.reply_timeout,
+            notice=joined.notice,
         )
         if outcome.detail:
             print(f"{_PREFIX}{outcome.detail}", file=sys.stderr, flush=True)
@@ -93,19 +117,21 @@ def run_connect(args: argparse.Namespace) -> int:
         stop.restore()
 
 
-def _open(args: argparse.Namespace, environ: Mapping[str, str]) -> ClientConnection:
+def _open(args: argparse.Namespace, environ: Mapping[str, str]) -> _Joined:
     """The open WebSocket to the daemon, started first with ``--start`` if none answers."""
     if args.token is not None:
         raise ConnectFailed(f"--token: {TOKEN_ON_COMMAND_LINE}")
     if args.max_message_bytes < 1:
         raise ConnectFailed(f"--max-message-bytes must be >= 1, got {args.max_message_bytes}")
+    if not args.reply_timeout >= 0:  # also rejects NaN
+        raise ConnectFailed(f"--reply-timeout must be >= 0 seconds, got {args.reply_timeout}")
     data_dir = _data_dir(args.data_dir)
     if args.url is not None:
         if args.start:
             raise ConnectFailed(
                 "--start goes without --url: it starts the daemon of the data directory"
             )
-        return _handshake(_named_target(args.url, args.token_file, environ), args)
+        return _Joined(_handshake(_named_target(args.url, args.token_file, environ), args))
     if args.token_file is not None:
         raise ConnectFailed(
             f"--token-file goes with --url: the daemon's own token is read from its "
@@ -117,7 +143,7 @@ def _open(args: argparse.Namespace, environ: Mapping[str, str]) -> ClientConnect
             "for the daemon --start starts"
         )
     try:
-        return _handshake(_discovered_target(data_dir, args), args)
+        return _joined(_discovered_target(data_dir, args), args, data_dir, environ)
     except _NoDaemon as absent:
         if not args.start:
             raise
@@ -125,7 +151,7 @@ def _open(args: argparse.Namespace, environ: Mapping[str, str]) -> ClientConnect
     try:
         with starting_alone(data_dir):
             try:  # started by another connect --start while this one waited?
-                return _handshake(_discovered_target(data_dir, args), args)
+                return _joined(_discovered_target(data_dir, args), args, data_dir, environ)
             except _NoDaemon:
                 pass
             address = start_daemon(data_dir, args.serve_options, environ, args.start_timeout)
@@ -137,7 +163,68 @@ def _open(args: argparse.Namespace, environ: Mapping[str, str]) -> ClientConnect
         file=sys.stderr,
         flush=True,
     )
-    return _handshake(_Target(address.url, address.token, "serve.json"), args)
+    return _Joined(_handshake(_Target(address.url, address.token, "serve.json"), args))
+
+
+def _joined(
+    target: _Target, args: argparse.Namespace, data_dir: Path, environ: Mapping[str, str]
+) -> _Joined:
+    """The connection to a daemon found running; if it runs with other provider settings
+    than this connect asks for, the line on stderr says so, and the notice will."""
+    socket = _handshake(target, args)
+    if target.daemon is None or target.daemon.runs_with is None:
+        return _Joined(socket)
+    asked = _asked(args.serve_options, environ)
+    if isinstance(asked, str):
+        print(f"{_PREFIX}{asked}", file=sys.stderr, flush=True)
+        return _Joined(socket)
+    differ = differences(target.daemon.runs_with, asked, target.token)
+    if not differ:
+        return _Joined(socket)
+    pid = target.daemon.pid
+    what = (
+        f"the toolprep serve already running for {data_dir} (pid {pid}) runs with other "
+        f"provider settings than this connect asks for: {'; '.join(differ)}"
+    )
+    remedy = (
+        f"to use them, stop that daemon (kill {pid}) and run `toolprep connect --start` with "
+        "them again, or pass another --data-dir to start a daemon of their own; a daemon's "
+        "key goes in the environment of the command that starts it"
+    )
+    print(
+        f"{_PREFIX}{what}. Connected to it all the same: {remedy}",
+        file=sys.stderr,
+        flush=True,
+    )
+    notice = f"toolprep: {what}. This session runs with the daemon's settings; {remedy}."
+    return _Joined(socket, notice)
+
+
+def _asked(serve_options: list[str], environ: Mapping[str, str]) -> Asked | str:
+    """What the options after ``--`` and the environment ask for; or, if the options are
+    not ``serve``'s, the line saying so."""
+    from toolprep.runtime.cli import serve_option_parser
+    from toolprep.runtime.config import default_provider, resolve_settings
+
+    try:
+        options, _ = serve_option_parser().parse_known_args(serve_options)
+        settings = resolve_settings(
+            provider=options.provider,
+            model=options.model,
+            base_url=options.base_url,
+            env=environ,
+        )
+    except (argparse.ArgumentError, ValueError) as exc:
+        return (
+            f"the options after -- are not toolprep serve's ({exc}); a daemon already runs, "
+            "so they were not used either way"
+        )
+    return Asked(
+        settings,
+        provider_named=options.provider is not None or default_provider(environ) != "replay",
+        model_named=options.model is not None,
+        base_url_named=options.base_url is not None,
+    )
 
 
 def _data_dir(chosen: str | None) -> Path:
@@ -167,7 +254,7 @@ def _discovered_target(data_dir: Path, args: argparse.Namespace) -> _Target:
         address = read_daemon_file(data_dir)
     except DaemonFileError as exc:
         raise _NoDaemon(f"{exc} ({_how_to_start(args)})", "no-daemon-file") from None
-    return _Target(address.url, address.token, f"serve.json in {data_dir}")
+    return _Target(address.url, address.token, f"serve.json in {data_dir}", address)
 
 
 def _how_to_start(args: argparse.Namespace) -> str:

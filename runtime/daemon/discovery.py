@@ -21,6 +21,8 @@ from typing import Final
 
 import orjson
 
+from toolprep.runtime.daemon.runs_with import RunsWith
+
 __all__ = [
     "DAEMON_FILE",
     "DaemonAddress",
@@ -40,11 +42,13 @@ class DaemonFileError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class DaemonAddress:
-    """How to reach a running daemon: its ``ws://`` URL, its bearer token, its process id."""
+    """How to reach a running daemon: its ``ws://`` URL, its bearer token, its process id;
+    and what its sessions stream from (None in a daemon file of an older toolprep)."""
 
     url: str
     token: str
     pid: int
+    runs_with: RunsWith | None = None
 
 
 def daemon_file_path(data_dir: Path) -> Path:
@@ -60,7 +64,10 @@ def write_daemon_file(data_dir: Path, address: DaemonAddress) -> Path:
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = daemon_file_path(data_dir)
     temporary = data_dir / f".{DAEMON_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-    body = orjson.dumps({"url": address.url, "token": address.token, "pid": address.pid})
+    written: dict[str, object] = {"url": address.url, "token": address.token, "pid": address.pid}
+    if address.runs_with is not None:
+        written["runs_with"] = address.runs_with.to_json()
+    body = orjson.dumps(written)
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -90,7 +97,7 @@ def read_daemon_file(data_dir: Path) -> DaemonAddress:
         raise DaemonFileError(f"the daemon file {path} is not JSON: {exc}") from None
     match data:
         case {"url": str(url), "token": str(token), "pid": int(pid)} if url and token:
-            return DaemonAddress(url, token, pid)
+            return DaemonAddress(url, token, pid, RunsWith.from_json(data.get("runs_with")))
         case _:
             raise DaemonFileError(f"the daemon file {path} does not hold a url, a token and a pid")
 

@@ -1,7 +1,8 @@
-"""``toolprep serve``'s options about connections: how many, how far behind, keepalive.
+"""``toolprep serve``'s options about connections: how many, how far behind, keepalive
+(and ``connect``'s default wait for replies at the end of stdin).
 
-Kept apart from the server so the command line can check them before the
-WebSocket library loads.
+Kept apart from the server and the bridge so the command line can check them
+before the WebSocket library loads.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ __all__ = [
     "DEFAULT_MAX_BUFFERED_BYTES",
     "DEFAULT_PING_INTERVAL_S",
     "DEFAULT_PING_TIMEOUT_S",
+    "DEFAULT_REPLY_TIMEOUT_S",
     "add_connection_arguments",
     "check_connection_arguments",
 ]
@@ -21,6 +23,8 @@ __all__ = [
 DEFAULT_MAX_BUFFERED_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_PING_INTERVAL_S: Final = 20.0
 DEFAULT_PING_TIMEOUT_S: Final = 20.0
+DEFAULT_REPLY_TIMEOUT_S: Final = 120.0
+"""``connect --reply-timeout``: generous, as a piped prompt's reply comes at its turn's end."""
 
 
 def add_connection_arguments(serve: argparse.ArgumentParser) -> None:

@@ -7,7 +7,6 @@ editor reads is validated against the ACP schema.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -19,14 +18,14 @@ import pytest
 
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
-from tests.support.daemon_process import DaemonProcess, daemon_environment
+from tests.support.daemon_process import DaemonProcess, daemon_environment, stop_started_daemons
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
-from tests.support.processes import alive, gone_within, pids_with_argument
+from tests.support.processes import alive
 from tests.support.runtime_harness import check_cards, lifecycle, message_text, provider_base_url
 from tests.support.stdio_editor import StdioEditor, connect_command
 from tests.support.ws_client import WsClient
-from toolprep.runtime.daemon.discovery import DaemonFileError, read_daemon_file
+from toolprep.runtime.daemon.discovery import read_daemon_file
 
 PERMISSION = "session/request_permission"
 
@@ -293,22 +292,7 @@ def test_start_starts_one_daemon_that_outlives_the_editors(
         assert sorted(editor.stderr() for editor in editors) == ["", started]
         assert log.read_text().count("serving ACP on") == 1
     finally:
-        _stop_started_daemons(data)
-
-
-def _stop_started_daemons(data: Path) -> None:
-    """SIGTERM the daemon named in ``data``'s daemon file, as a service manager would, and
-    any other process still serving ``data`` (a second daemon, had two been started)."""
-    pids = set(pids_with_argument(str(data)))
-    with contextlib.suppress(DaemonFileError):
-        pids.add(read_daemon_file(data).pid)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    stuck = [pid for pid in pids if not gone_within(pid, 60)]
-    for pid in stuck:
-        os.kill(pid, signal.SIGKILL)
-    assert not stuck, f"ignored SIGTERM: {stuck}"
+        stop_started_daemons(data)
 
 
 def test_sigterm_closes_the_connection_and_exits_0(

@@ -20,12 +20,14 @@ from tests.runtime import scenarios as sc
 from tests.support.daemon_process import DaemonProcess
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.raw_upgrade import upgrade
-from tests.support.runtime_harness import message_text
+from tests.support.runtime_harness import message_text, provider_base_url
+from toolprep.runtime.config import DEFAULT_MODELS
 from toolprep.runtime.daemon.discovery import (
     DaemonAddress,
     DaemonFileError,
     read_daemon_file,
 )
+from toolprep.runtime.daemon.runs_with import RunsWith, key_check
 
 
 def _mode(path: Path) -> int:
@@ -63,10 +65,20 @@ def test_the_address_and_a_random_token_are_published_for_this_user_only(
     if not persist:
         assert _mode(data_dir) == 0o700
     written = json.loads(path.read_text(encoding="utf-8"))
-    assert written.keys() == {"url", "token", "pid"}
+    assert written.keys() == {"url", "token", "pid", "runs_with"}
     assert written["url"] == daemon.url and written["pid"] == daemon.process.pid
     assert len(written["token"]) >= 43  # 32 random bytes
-    assert read_daemon_file(data_dir) == DaemonAddress(daemon.url, daemon.token, written["pid"])
+    # What its sessions stream from; its key only as a check keyed with its token.
+    runs_with = RunsWith(
+        KIND,
+        DEFAULT_MODELS[KIND],
+        provider_base_url(KIND, provider),
+        key_check("test-key", daemon.token),
+    )
+    assert "test-key" not in path.read_text(encoding="utf-8")
+    assert read_daemon_file(data_dir) == DaemonAddress(
+        daemon.url, daemon.token, written["pid"], runs_with
+    )
     assert not [name for name in os.listdir(data_dir) if name.startswith(".serve.json")]
     command_line = Path(f"/proc/{daemon.process.pid}/cmdline").read_bytes()
     assert daemon.token.encode() not in command_line

@@ -23,8 +23,17 @@ class AgentProcess(MessageLog):
     """The agent on pipes; ``messages`` holds what it wrote, ``stderr()`` what it logged."""
 
     def __init__(
-        self, command: Sequence[str], env: Mapping[str, str], cwd: Path, stderr_file: Path
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path,
+        stderr_file: Path,
+        *,
+        start_new_session: bool = False,
+        pass_fds: Sequence[int] = (),
     ) -> None:
+        """``start_new_session`` and ``pass_fds`` as editors may launch an agent: in a
+        process group of its own, handed descriptors beyond 0 to 2."""
         self._stderr_path = stderr_file
         super().__init__()
         self._stderr: IO[bytes] = stderr_file.open("wb")
@@ -35,6 +44,8 @@ class AgentProcess(MessageLog):
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
+            start_new_session=start_new_session,
+            pass_fds=tuple(pass_fds),
         )
         self._reader = threading.Thread(target=self._read, name="agent-stdout", daemon=True)
         self._reader.start()

@@ -14,7 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from tests.support.processes import gone_within, pids_with_argument
 from tests.support.ws_client import WsClient
+from toolprep.runtime.daemon.discovery import DaemonFileError, read_daemon_file
 
 _LISTENING = re.compile(
     r"serving ACP on (ws://\S+) \((?:address and token in (.+)|no daemon file: cannot write "
@@ -121,3 +123,18 @@ class DaemonProcess:
             self.process.wait()
         with contextlib.suppress(OSError):
             self._stderr.close()
+
+
+def stop_started_daemons(data: Path) -> None:
+    """SIGTERM the daemon named in ``data``'s daemon file, as a service manager would, and
+    any other process still serving ``data`` (a second daemon, had two been started)."""
+    pids = set(pids_with_argument(str(data)))
+    with contextlib.suppress(DaemonFileError):
+        pids.add(read_daemon_file(data).pid)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    stuck = [pid for pid in pids if not gone_within(pid, 60)]
+    for pid in stuck:
+        os.kill(pid, signal.SIGKILL)
+    assert not stuck, f"ignored SIGTERM: {stuck}"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -76,3 +78,53 @@ def worker_pids_of(pid: int) -> list[int]:
                 if b"toolprep.runtime.workers.worker" in words:
                     found.append(int(child))
     return found
+
+
+def parent_of(pid: int) -> int | None:
+    """``pid``'s parent, from the process table; None once it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def ancestors(pid: int) -> list[int]:
+    """``pid``'s parent, its parent's parent, and so on up to init."""
+    found: list[int] = []
+    parent = parent_of(pid)
+    while parent is not None and parent > 0:
+        found.append(parent)
+        parent = parent_of(parent)
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process whose ancestors include ``pid``, read from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            parent = parent_of(int(entry.name))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(entry.name))
+    found: list[int] = []
+    waiting = [pid]
+    while waiting:
+        for child in children.get(waiting.pop(), []):
+            found.append(child)
+            waiting.append(child)
+    return found
+
+
+def kill_process_tree(pid: int) -> list[int]:
+    """End ``pid`` the way clients that reap an agent's process tree do (acpx): SIGTERM to
+    it, every descendant and its process group, then SIGKILL to all of them; the pids hit."""
+    tree = [pid, *descendants(pid)]
+    group = os.getpgid(pid)
+    assert group != os.getpgrp(), "the process shares the test's process group"
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, sent)
+        for member in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, sent)
+    return tree
