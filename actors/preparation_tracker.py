@@ -39,6 +39,7 @@ from toolprep.messages.turns import (
     ChunksReceived,
     ChunksReceivedTogether,
     EndAttempt,
+    RememberShownCalls,
     SessionClosed,
     StreamCompleted,
     StreamFailed,
@@ -103,6 +104,7 @@ class PreparationTracker(RoleActor):
             StreamFailed: self.on_failed,
             EndAttempt: self.on_end,
             CallsReleased: self.on_released,
+            RememberShownCalls: self.on_remember_shown,
             SessionClosed: self.on_session_closed,
         }
 
@@ -284,6 +286,10 @@ class PreparationTracker(RoleActor):
         live = self._live(msg.session_id, msg.attempt)
         if live is not None:
             live[0].current = None
+
+    def on_remember_shown(self, msg: RememberShownCalls) -> None:
+        track = self.state.sessions.setdefault(msg.session_id, SessionTrack())
+        track.shown_ids.update(msg.call_ids)
 
     def on_session_closed(self, msg: SessionClosed) -> None:
         self.state.sessions.pop(msg.session_id, None)

@@ -363,6 +363,7 @@ class SessionSupervisor(RoleActor):
             system=self.config.system_prompt,
             tools=self.tools + session.tools if session.tools else self.tools,
             max_tokens=self.config.max_tokens,
+            conversation=session.session_id,
         )
         self.directory.tell(TRACKER, BeginAttempt(session.session_id, session.attempt))
         self.directory.tell(

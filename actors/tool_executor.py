@@ -364,7 +364,7 @@ class ToolExecutor(RoleActor):
         try:
             output: ToolOutput = future.result()
         except ToolError as exc:
-            self._finish_call(msg.session_id, batch, ok=False, error=str(exc))
+            self._finish_call(msg.session_id, batch, ok=False, error=str(exc), title=exc.card_title)
             return
         except Exception as exc:
             logger.warning("tool %s raised: %r", batch.calls[batch.index].call.name, exc)

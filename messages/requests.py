@@ -29,6 +29,10 @@ class ModelRequest:
     system: str | None = None
     tools: tuple[ToolDeclaration, ...] = ()
     max_tokens: int = 4096
+    conversation: str | None = None
+    """Whose conversation this request continues (the session id), for a provider that keeps
+    state per conversation: the replay provider plays each session its own script. SDK
+    providers send nothing of it."""
 
 
 class StreamError(Exception):

@@ -172,6 +172,16 @@ class OpenSession:
 
 
 @dataclass(frozen=True, slots=True)
+class RememberShownCalls:
+    """The tool-call ids a session showed its editor in an earlier life (read from the store
+    when it is opened again): no new card may take one, or the editor would update the old
+    card in its place."""
+
+    session_id: str
+    call_ids: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class ChooseModel:
     """Start the session's next turns with route ``route``; the others stay its fallbacks."""
 

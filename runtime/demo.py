@@ -6,7 +6,7 @@ in a scratch project, then three prompts that show the lifecycle: a tool
 call whose card appears while its arguments stream (preparing -> in_progress
 -> completed), a retry after a mid-stream overload that discards the card of
 the abandoned attempt, and a user cancel mid tool-call. It prints a timeline
-of every frame (or the raw frames with ``--json``).
+of every frame under a legend of its columns (or the raw frames with ``--json``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,24 @@ PROMPTS = (
     ("Write a short NOTES.md for this project.", False),
     ("Search the whole project for TODO markers.", True),
 )
+
+
+LEGEND = """\
+Each line below is one ACP message between the demo (as the editor) and the agent, as it
+arrived. Columns of a tool card's line:
+  time        seconds since the demo started
+  frame       tool_call opens a card in the editor, tool_call_update changes it; other lines
+              are streamed text (message, thought), usage, and the demo's own requests
+  toolCallId  the card the frame belongs to
+  status      the card's ACP status: pending, in_progress (running), completed or failed
+  phase       preparing: the card opened the moment the model named the tool, while its
+              arguments were still streaming; nothing has run yet, and it has no arguments.
+              discarded: that attempt was abandoned (retry, cancel) and the call never ran;
+              the title in quotes is what an editor that ignores _meta shows
+  tool        the tool the model called
+"""
+"""What the timeline's columns mean, printed above it: the early ``preparing`` card reads as a
+glitch to anyone who does not know it is the point."""
 
 
 class _Timeline:
@@ -120,6 +138,7 @@ class _Timeline:
 def run_demo(*, json_output: bool = False, replay_file: str | None = None) -> int:
     timeline = _Timeline(json_output)
     if not json_output:
+        timeline.show(LEGEND)
         timeline.show(
             "    time  frame            toolCallId                   status       phase      tool"
         )

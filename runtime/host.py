@@ -40,7 +40,7 @@ from toolprep.actors.preparation_tracker import PreparationTracker, TrackerState
 from toolprep.actors.session_supervisor import SessionSupervisor, SupervisorState, TurnConfig
 from toolprep.actors.stream_reader import ReaderState, StreamReader
 from toolprep.actors.tool_executor import ExecutorState, ToolExecutor
-from toolprep.messages.content import Content, Part
+from toolprep.messages.content import Content, FunctionCallPart, FunctionResponsePart, Part
 from toolprep.messages.frames import agent_message_chunk, config_option_update
 from toolprep.messages.modes import DEFAULT_MODE, SessionMode, check_mode, current_mode_update
 from toolprep.messages.turns import (
@@ -50,6 +50,7 @@ from toolprep.messages.turns import (
     CloseSession,
     CrashRole,
     OpenSession,
+    RememberShownCalls,
     StartTurn,
     TurnResult,
     UserMessage,
@@ -270,8 +271,20 @@ class Runtime:
         stored = self.store.load(session_id, frames=with_frames)
         route = self._route_of(stored.info.model)
         mode = self._stored_mode(session_id)
+        # Every id a card of it showed, and every call id in its history (a card's frames may
+        # be lost with a crash): a provider that numbers its ids the same way each process
+        # (the replay does) must not open a card the editor would take for an old one.
+        shown = self.store.shown_call_ids(session_id) | _history_call_ids(stored.history)
         self._open(
-            session_id, stored.info.cwd, sink, editor, stored.history, mcp_servers, route, mode
+            session_id,
+            stored.info.cwd,
+            sink,
+            editor,
+            stored.history,
+            mcp_servers,
+            route,
+            mode,
+            shown_call_ids=shown,
         )
         return stored
 
@@ -352,6 +365,7 @@ class Runtime:
         mode: SessionMode | None = None,
         *,
         create_in_store: bool = False,
+        shown_call_ids: frozenset[str] = frozenset(),
     ) -> None:
         mode = mode or self.config.default_mode
         client_fs: ClientFilesystem | None = None
@@ -386,6 +400,8 @@ class Runtime:
             self.mcp.close(session_id)
             raise
         self.directory.tell(EMITTER, AttachSink(session_id, sink))
+        if shown_call_ids:  # before the session can start a turn, so before its first card
+            self.directory.tell(TRACKER, RememberShownCalls(session_id, shown_call_ids))
         self.directory.tell(
             SUPERVISOR,
             OpenSession(session_id, cwd, history, own_tools.declarations(), route),
@@ -668,3 +684,15 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _history_call_ids(history: Sequence[Content]) -> frozenset[str]:
+    """The ids of the tool calls and results in a session's history."""
+    ids: set[str] = set()
+    for content in history:
+        for part in content.parts:
+            if isinstance(part, FunctionCallPart):
+                ids.add(part.function_call.id)
+            elif isinstance(part, FunctionResponsePart):
+                ids.add(part.function_response.id)
+    return frozenset(ids)

@@ -26,23 +26,33 @@ Replay script format (JSON)::
                                                # the request is cancelled
               "status": 529,                   # optional: answer with this HTTP status and
               "body": {"type": "error", ...},  # this JSON body instead of a stream
-              "headers": {"retry-after": "1"}  # optional extra response headers
+              "headers": {"retry-after": "1"}, # optional extra response headers
+              "on_tool_error": {...}           # optional: the response (same fields) given
+                                               # instead when a tool result failed
             }
           ]
         }
       ]
     }
 
-How requests consume it: every request belongs to a conversation (keyed by
-its first user prompt, so concurrent sessions with different prompts do not
-interfere). When a request carries a new user prompt, the next turn is
-chosen: the first turn, going round from the one after the previous turn,
-whose ``match`` occurs in the prompt, else the first such turn with a null
-``match``. Every request then takes the turn's next response, so the
-request after a tool result, and a retry after a failed attempt, each get
-the following response. A prompt no turn matches, or a turn that has run
-out of responses, gets a short text answer saying so, in the script's wire
-format.
+How requests consume it: every request belongs to a conversation, its
+session (``ModelRequest.conversation``), so any number of sessions, at once
+or one after another, each play the script from its start; a request from no
+session is keyed by its first user prompt. A request whose last message is a
+user prompt it has not begun a turn with begins the next turn: the first
+turn, going round from the one after the conversation's previous turn, whose
+``match`` occurs in the prompt, else the first such turn with a null
+``match``. Every other request takes the turn's next response, so the
+request after a tool result, and a retry after a failed attempt (the same
+request again), each get the following response. A prompt no turn matches,
+or a turn that has run out of responses, gets a short text answer saying
+so, in the script's wire format.
+
+A response may say what to answer instead when a tool result the request
+carries back failed (the session's mode or the user refused the call, or the
+tool failed), so a recorded answer never claims what did not happen::
+
+    {"sse_file": "answer.sse", "on_tool_error": {"sse_file": "not-done.sse"}}
 
 The default script (``runtime/replay/default.json``) plays three turns for
 the demo: a ``read_file`` of ``README.md`` whose arguments stream slowly
@@ -55,7 +65,9 @@ and a ``search`` that stalls mid-arguments so the user can cancel it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +76,7 @@ from typing import Any, Self
 import httpx2
 import orjson
 
-from toolprep.messages.content import GenerateContentResponse
+from toolprep.messages.content import FunctionResponsePart, GenerateContentResponse
 from toolprep.runtime.providers.anthropic_adapter import AnthropicStreamAdapter
 from toolprep.runtime.providers.anthropic_provider import MESSAGES_PATH, build_messages_params
 from toolprep.runtime.providers.base import ModelRequest
@@ -94,6 +106,7 @@ __all__ = [
     "ReplayScriptError",
     "ReplayTransport",
     "ReplayTurn",
+    "RequestFacts",
     "default_script_path",
 ]
 
@@ -122,21 +135,57 @@ def _prompts(body: Any) -> list[str]:
     return prompts
 
 
+def _ends_with_prompt(body: Any) -> bool:
+    """Whether the request's last message is the user's prompt (not only tool results):
+    the request that begins a turn, or a retry of it."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return False
+    return bool(_prompts({"messages": messages[-1:]}))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFacts:
+    """What the provider knows of a request that not every wire format says in its body.
+
+    ``conversation`` is the session the request belongs to; ``tool_failed`` is true when a
+    tool result the request carries back failed (refused by the session's mode or the user,
+    or an error), which the OpenAI wire does not mark.
+    """
+
+    conversation: str | None = None
+    tool_failed: bool = False
+
+
+FACTS_EXTENSION = "toolprep.replay"
+"""The request extension ``ReplayProvider`` hands its ``RequestFacts`` to the transport in."""
+
+MAX_CONVERSATIONS = 4096
+"""Conversations the cursor remembers, the least recently served forgotten first: a
+long-running agent opens sessions without end. A forgotten one that goes on starts its
+current turn again from that turn's first response."""
+
+
 @dataclass(slots=True)
 class _Conversation:
-    prompts_seen: int = 0
+    started: bool = False
     turn: int | None = None
     next_turn: int = 0
     position: int = 0
+    opened_by: bytes = b""  # digest of the request body that began the current turn
 
 
 class _Cursor:
-    """Which response each request gets; thread-safe so one script can serve any loop."""
+    """Which response each request gets; thread-safe so one script can serve any loop.
+
+    Each conversation (session) goes through the script on its own: any number of sessions
+    with the same prompt, at once or one after another, each get the whole turn.
+    """
 
     def __init__(self, script: ReplayScript) -> None:
         self.script = script
         self._lock = threading.Lock()
-        self._conversations: dict[str, _Conversation] = {}
+        self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
         self.served: list[tuple[int | None, int]] = []
 
     def _pick_turn(self, prompt: str, start: int) -> int | None:
@@ -152,13 +201,34 @@ class _Cursor:
                 return i
         return None
 
-    def next_response(self, body: Any) -> ReplayResponse | None:
+    def _conversation(self, key: str) -> _Conversation:
+        conversation = self._conversations.get(key)
+        if conversation is None:
+            conversation = self._conversations[key] = _Conversation()
+            while len(self._conversations) > MAX_CONVERSATIONS:
+                self._conversations.popitem(last=False)
+        else:
+            self._conversations.move_to_end(key)
+        return conversation
+
+    def next_response(
+        self, body: Any, raw: bytes, facts: RequestFacts = RequestFacts()
+    ) -> ReplayResponse | None:
+        """The response for one request. A request whose last message is a prompt it has
+        not begun a turn with yet begins the next turn; any other request (the one after
+        the tool results, a retry of a failed attempt) takes the turn's next response."""
         prompts = _prompts(body)
-        key = prompts[0] if prompts else ""
+        if facts.conversation is not None:
+            key = "session " + facts.conversation
+        else:  # a request from no session: its first prompt is all that tells it apart
+            key = "prompt " + (prompts[0] if prompts else "")
+        digest = hashlib.blake2b(raw, digest_size=16).digest()
         with self._lock:
-            conversation = self._conversations.setdefault(key, _Conversation())
-            if len(prompts) > conversation.prompts_seen or conversation.prompts_seen == 0:
-                conversation.prompts_seen = len(prompts)
+            conversation = self._conversation(key)
+            begins = _ends_with_prompt(body) and digest != conversation.opened_by
+            if begins or not conversation.started:
+                conversation.started = True
+                conversation.opened_by = digest
                 conversation.turn = self._pick_turn(
                     prompts[-1] if prompts else "", conversation.next_turn
                 )
@@ -170,7 +240,10 @@ class _Cursor:
             self.served.append((turn, position))
         if turn is None or position >= len(self.script.turns[turn].responses):
             return None
-        return self.script.turns[turn].responses[position]
+        response = self.script.turns[turn].responses[position]
+        if facts.tool_failed and response.on_tool_error is not None:
+            return response.on_tool_error
+        return response
 
     def hint(self) -> str:
         matches = [t.match for t in self.script.turns if t.match]
@@ -295,7 +368,10 @@ class ReplayTransport(httpx2.AsyncBaseTransport):
             body = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:
             body = None
-        response = self._cursor.next_response(body)
+        facts = request.extensions.get(FACTS_EXTENSION)
+        if not isinstance(facts, RequestFacts):
+            facts = RequestFacts()
+        response = self._cursor.next_response(body, raw, facts)
         if response is None:
             response = ReplayResponse(
                 events=_text_stream(self.script.provider, self._cursor.hint())
@@ -309,6 +385,17 @@ class ReplayTransport(httpx2.AsyncBaseTransport):
         return httpx2.Response(
             200, headers=headers, stream=_ReplayStream(response, self.pace_scale), request=request
         )
+
+
+def _last_results_failed(request: ModelRequest) -> bool:
+    """Whether a tool result among the request's last history entry failed."""
+    last = request.history[-1] if request.history else None
+    if last is None or last.role != "user":
+        return False
+    return any(
+        isinstance(part, FunctionResponsePart) and part.function_response.is_error
+        for part in last.parts
+    )
 
 
 _URLS: dict[ReplayFormat, str] = {
@@ -357,10 +444,15 @@ class ReplayProvider:
 
     def stream(self, request: ModelRequest) -> AsyncIterator[GenerateContentResponse]:
         body, adapter = self._encode(request)
+        facts = RequestFacts(request.conversation, _last_results_failed(request))
 
         async def send() -> Reply:
             sent = httpx2.Request(
-                "POST", _URLS[self.wire], content=body, headers={"content-type": "application/json"}
+                "POST",
+                _URLS[self.wire],
+                content=body,
+                headers={"content-type": "application/json"},
+                extensions={FACTS_EXTENSION: facts},
             )
             response = await self.transport.handle_async_request(sent)
             if not 200 <= response.status_code < 300:

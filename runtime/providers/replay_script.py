@@ -41,6 +41,8 @@ class ReplayResponse:
     status: int = 200
     body: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
+    on_tool_error: ReplayResponse | None = None
+    """Answered instead when a tool result the request carries back failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,7 @@ def _response(spec: Any, base: Traversable, where: str) -> ReplayResponse:
     headers = spec.get("headers") or {}
     if not isinstance(headers, dict):
         raise ReplayScriptError(f"{where}: headers must be an object")
+    instead = spec.get("on_tool_error")
     return ReplayResponse(
         events=_split_events(raw),
         pace_s=float(spec.get("pace_ms", 0)) / 1000.0,
@@ -101,6 +104,9 @@ def _response(spec: Any, base: Traversable, where: str) -> ReplayResponse:
         status=status,
         body=body_bytes,
         headers={str(k): str(v) for k, v in headers.items()},
+        on_tool_error=(
+            None if instead is None else _response(instead, base, f"{where} on_tool_error")
+        ),
     )
 
 

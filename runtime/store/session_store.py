@@ -730,6 +730,21 @@ class SessionStore:
             ) from None
         return StoredSession(info, history, updates)
 
+    def shown_call_ids(self, session_id: str) -> frozenset[str]:
+        """The ``toolCallId`` of every card the session's stored frames opened: a process that
+        opens the session again must not give a new card one of them."""
+        with self._transaction(f"load the tool calls of {session_id}") as db:
+            self._require(db, session_id)
+            # A damaged row is no card (its replay says so); it must not stop the session.
+            rows = db.execute(
+                "SELECT json_extract(f, '$.toolCallId') FROM ("
+                " SELECT CASE WHEN json_valid(CAST(frame AS TEXT)) THEN CAST(frame AS TEXT) END"
+                " AS f FROM frames WHERE session_id = ?"
+                ") WHERE json_extract(f, '$.sessionUpdate') = 'tool_call'",
+                (session_id,),
+            ).fetchall()
+        return frozenset(call_id for (call_id,) in rows if isinstance(call_id, str))
+
     def encoded_frames(self, session_id: str, after_seq: int = 0) -> tuple[bytes, ...]:
         """The frame log after frame ``after_seq``, as stored (compact JSON), for a replay that
         relays bytes as they are; where numbers are missing, a ``gap_mark`` says so.

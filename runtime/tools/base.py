@@ -29,7 +29,15 @@ __all__ = [
 
 
 class ToolError(Exception):
-    """A tool failed in an expected way; the message is shown to user and model."""
+    """A tool failed in an expected way; the message is shown to user and model.
+
+    ``card_title``, if given, retitles the call's card: a call that never ran says so
+    in its title, where an editor shows it first.
+    """
+
+    def __init__(self, message: str, *, card_title: str | None = None) -> None:
+        super().__init__(message)
+        self.card_title = card_title
 
 
 class ClientFilesystem(Protocol):

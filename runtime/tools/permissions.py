@@ -87,6 +87,22 @@ def refused_in_plan_mode(tool_name: str) -> tuple[str, str]:
     return title, text
 
 
+REFUSED_TITLE_CHARS = 60
+"""How much of the call's own title a refused card's title keeps: enough to tell the call
+apart, short enough for one line; the card's content and ``rawInput`` keep all of it."""
+
+
+def refused_title(tool_name: str, why: str, title: str) -> str:
+    """The title of a card whose call a permission answer stopped: what was refused and why,
+    in the style of a discarded card's (``<tool>: not run, <why>``)."""
+    shown = " ".join(title.split())
+    if len(shown) > REFUSED_TITLE_CHARS:
+        shown = shown[: REFUSED_TITLE_CHARS - 1].rstrip() + "\u2026"
+    return (
+        f"{tool_name}: not run, {why} \u2014 {shown}" if shown else f"{tool_name}: not run, {why}"
+    )
+
+
 class AlwaysAllowed:
     """The scopes each session's user answered "Always allow" to, until the session closes.
 
@@ -127,7 +143,10 @@ def ensure_permission(
     if ctx.cancelled.is_set():
         raise ToolError(f"{label}: cancelled before it started")
     if ctx.request_permission is None:
-        raise ToolError(f"{label} was not allowed: no client is available to grant permission")
+        raise ToolError(
+            f"{label} was not allowed: no client is available to grant permission",
+            card_title=refused_title(tool_name, "no editor to ask for permission", title),
+        )
     request = PermissionRequest(
         tool_call_id=ctx.tool_call_id,
         tool_name=tool_name,
@@ -140,4 +159,7 @@ def ensure_permission(
         return
     if outcome == "cancelled":
         raise ToolError(CANCELLED_WHILE_WAITING)
-    raise ToolError(f"{label} was not allowed by the user")
+    raise ToolError(
+        f"{label} was not allowed by the user",
+        card_title=refused_title(tool_name, "permission rejected", title),
+    )

@@ -44,3 +44,20 @@ def test_demo_timeline_is_readable() -> None:
     out = done.stdout
     assert "preparing" in out and "discarded" in out and "stopReason=cancelled" in out
     assert out.count("stopReason=end_turn") == 2
+
+
+def test_demo_explains_its_columns_and_the_early_card() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "toolprep.runtime.cli", "demo"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    legend, _, timeline = done.stdout.partition("    time  frame")
+    for column in ("time", "frame", "toolCallId", "status", "phase", "tool"):
+        assert f"\n  {column} " in legend, column
+    assert "preparing: the card opened the moment the model named the tool" in legend
+    assert "discarded: that attempt was abandoned" in legend
+    assert "stopReason=end_turn" in timeline  # the legend comes first, then the timeline

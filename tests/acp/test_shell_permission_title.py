@@ -9,6 +9,7 @@ from acp import text_block
 from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import FakeProviderServer
+from tests.support.runtime_harness import check_cards
 
 KIND = "openai"
 
@@ -28,3 +29,32 @@ async def test_permission_request_shows_every_line_and_character(tmp_path: Path)
         title = asked["params"]["toolCall"]["title"]
         assert title == f"Run (multi-line, 2 lines):\n{long_line}\ntouch second-line"
         assert not (tmp_path / "second-line").exists()  # rejected, so nothing ran
+
+
+async def test_a_rejected_command_s_card_says_what_was_refused_and_why(tmp_path: Path) -> None:
+    """Zed shows a failed card's title first: it must say the command did not run, and which
+    command, not only ``run_shell_command`` with the command somewhere in its content."""
+    short = ("call_short", "run_shell_command", {"command": "touch short-one"})
+    long_ = ("call_long", "run_shell_command", {"command": "echo " + "y" * 100 + "\necho two"})
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.calls_turn(KIND, [short, long_])), sc.ok(sc.text_turn(KIND, "Fine."))
+        )
+        client = RecordingClient(permission="reject_once")
+        async with running_agent(*agent_command(KIND, server), client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+        assert reply.stop_reason == "end_turn"
+    frames = client.frames(session.session_id)
+    check_cards(frames)
+    ends = {f["toolCallId"]: f for f in frames if f.get("status") == "failed"}
+    assert ends["call_short"]["title"] == (
+        "run_shell_command: not run, permission rejected \u2014 Run touch short-one"
+    )
+    shortened = "Run (multi-line, 2 lines): echo " + "y" * 27 + "\u2026"
+    assert ends["call_long"]["title"] == (
+        f"run_shell_command: not run, permission rejected \u2014 {shortened}"
+    )
+    [text] = [c["content"]["text"] for c in ends["call_short"]["content"]]
+    assert text == "Run touch short-one was not allowed by the user"
+    assert not (tmp_path / "short-one").exists()

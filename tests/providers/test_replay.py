@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,16 @@ def test_turns_are_chosen_by_match_and_conversations_are_separate() -> None:
     replay(provider, request(user("please write notes")))
     replay(provider, request(user("what does the README say")))
     assert transport.served == [(1, 0), (0, 0)]
+
+
+def test_each_session_plays_the_script_from_its_start() -> None:
+    provider, transport = default_provider()
+    prompt = user("Read README.md and tell me what this project is.")
+    for session in ("sess_a", "sess_b", "sess_a"):  # sess_a again: a retry of its request
+        _, error = replay(provider, replace(request(prompt), conversation=session))
+        assert error is None
+    # Each session begins the README turn; the same request again is its retry.
+    assert transport.served == [(0, 0), (0, 0), (0, 1)]
 
 
 def _script(tmp_path: Path, data: dict[str, Any]) -> Path:

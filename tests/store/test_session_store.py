@@ -70,6 +70,23 @@ def test_a_session_survives_reopening_the_file(db: Path) -> None:
     assert loaded.info.title == "Fix the build please"
 
 
+def test_the_cards_a_session_opened_are_known_and_a_damaged_row_does_not_stop_it(
+    db: Path,
+) -> None:
+    with SessionStore(db) as store:
+        store.create("sess_1", "/work")
+        store.create("sess_2", "/work")
+        store.append_frames("sess_1", TURN)
+        store.append_frames("sess_1", [fr.preparing("call_2", "grep", "search")])
+        store.append_frames("sess_2", [fr.preparing("call_other", "ls", "read")])
+    with sqlite3.connect(db) as raw:
+        raw.execute("INSERT INTO frames VALUES ('sess_1', 99, CAST('{not json' AS BLOB))")
+    raw.close()
+    with SessionStore(db) as store:
+        assert store.shown_call_ids("sess_1") == {"call_1", "call_2"}
+        assert store.shown_call_ids("sess_2") == {"call_other"}
+
+
 def test_cards_left_open_by_a_crash_get_their_discard_on_restart(db: Path) -> None:
     with SessionStore(db, owner=dead_owner()) as store:
         store.create("sess_1", "/work")
