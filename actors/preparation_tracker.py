@@ -237,6 +237,12 @@ class PreparationTracker(RoleActor):
                     updates.append(frames.discarded(entry.call_id, entry.tool_name, reason))
                 del attempt.entries[raw_id]
                 attempt.order.remove(raw_id)
+            elif not entry.call.name:
+                # Rule: a call without a tool name is never run nor kept in the history;
+                # its card says why.
+                updates.append(frames.unnamed_call_discarded(entry.call_id))
+                del attempt.entries[raw_id]
+                attempt.order.remove(raw_id)
             else:
                 calls.append(ToolCallRequest(entry.call_id, entry.call, prepared=entry.card_shown))
         self._send(msg.session_id, updates)

@@ -71,6 +71,7 @@ from toolprep.messages.turns import (
     SummariseHistory,
     SummaryFailed,
     SwitchModel,
+    TurnFailure,
     TurnResult,
     WriteFrames,
 )
@@ -125,6 +126,7 @@ class Turn:
     cancel_requested: bool = False
     usage: Usage | None = None
     last_error: str | None = None
+    model_failed: bool = False  # the last failure was the model request's, not a crash
     compacted: bool = False  # the history's start was replaced by a summary
     overflowed: bool = False  # a request was refused as too large for the context window
     # what to do once the tracker confirms the attempt ended
@@ -406,6 +408,7 @@ class SessionSupervisor(RoleActor):
     def _after_failure(self, session: SessionState, error: StreamError) -> None:
         assert session.turn is not None
         session.turn.last_error = error.message
+        session.turn.model_failed = error.kind != "crash"
         if (
             context_overflow(error)
             and not session.turn.overflowed
@@ -484,7 +487,8 @@ class SessionSupervisor(RoleActor):
                 self._after_failure(session, error)
             case "fail":
                 error_text = session.turn.last_error or "model request failed"
-                self._finish(session, None, error=error_text)
+                failure: TurnFailure | None = "model_request" if session.turn.model_failed else None
+                self._finish(session, None, error=error_text, failure=failure)
             case _:
                 assert_never(after.step)
 
@@ -593,7 +597,12 @@ class SessionSupervisor(RoleActor):
     # --- the end of a turn ------------------------------------------------------------
 
     def _finish(
-        self, session: SessionState, stop: StopReason | None, *, error: str | None = None
+        self,
+        session: SessionState,
+        stop: StopReason | None,
+        *,
+        error: str | None = None,
+        failure: TurnFailure | None = None,
     ) -> None:
         turn = session.turn
         assert turn is not None
@@ -601,7 +610,7 @@ class SessionSupervisor(RoleActor):
         session.phase = "idle"
         if stop == "cancelled" and session.history and len(session.history) > turn.history_mark:
             _drop_dangling_calls(session.history)
-        result = TurnResult(stop, error=error, usage=turn.usage)
+        result = TurnResult(stop, error=error, usage=turn.usage, failure=failure)
         history = tuple(session.history)
         self.directory.tell(
             EMITTER,

@@ -131,6 +131,7 @@ def dump_result(result: TurnResult) -> dict[str, Any]:
         "stop_reason": result.stop_reason,
         "error": result.error,
         "usage": None if usage is None else [usage.input_tokens, usage.output_tokens],
+        "failure": result.failure,
     }
 
 
@@ -144,6 +145,9 @@ def load_result(raw: Any) -> TurnResult:
         raise CodecError(f"unknown stop reason {stop_reason!r}")
     if error is not None and not isinstance(error, str):
         raise CodecError(f"a turn error must be text, not {error!r}")
+    failure = raw.get("failure")
+    if failure not in (None, "model_request"):
+        raise CodecError(f"unknown turn failure {failure!r}")
     loaded_usage = None
     match usage:
         case None:
@@ -152,4 +156,4 @@ def load_result(raw: Any) -> TurnResult:
             loaded_usage = Usage(input_tokens, output_tokens)
         case _:
             raise CodecError(f"not token usage: {usage!r}")
-    return TurnResult(stop_reason, error=error, usage=loaded_usage)
+    return TurnResult(stop_reason, error=error, usage=loaded_usage, failure=failure)

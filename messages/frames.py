@@ -59,10 +59,12 @@ DiscardReason = Literal[
     "max_tokens",
     "refusal",
     "interrupted",
+    "no_tool_name",
 ]
 """Why a card's call never ran, or (``interrupted``) why it never ended: ``_meta.discardReason``
 of its terminal frame. ``crash`` is a card whose call had not started when its process died;
-``interrupted`` one whose start was written (the tool may have run, or half run)."""
+``interrupted`` one whose start was written (the tool may have run, or half run);
+``no_tool_name`` a call the model sent without naming a tool."""
 
 
 def discard_title(tool_name: str, reason: DiscardReason, next_model: str | None = None) -> str:
@@ -84,6 +86,8 @@ def discard_title(tool_name: str, reason: DiscardReason, next_model: str | None 
             why = "the model refused"
         case "interrupted":
             return f"{tool_name}: interrupted, it may have run (the agent stopped before it ended)"
+        case "no_tool_name":
+            why = "the model did not say which tool to call"
         case _:
             assert_never(reason)
     return f"{tool_name}: not run, {why}"
@@ -109,6 +113,34 @@ def discarded(
         "_meta": _meta(
             tool_name, phase="preparing", preparationDiscarded=True, discardReason=reason
         ),
+    }
+
+
+UNNAMED_CALL = "tool call without a name"
+"""What a nameless call's card is called, in place of a tool name it never had."""
+
+
+def unnamed_call_discarded(call_id: str) -> dict[str, Any]:
+    """The one frame for a call the model sent without a tool name: opened already failed.
+
+    Such a call never had a card (a card needs a name) and is never run: there
+    is no tool to run, and sending it back to the model would put a call with
+    an empty name into its history. ``name`` is left out, which ACP reads as
+    "no tool name is available"; no arguments are shown.
+    """
+    return {
+        "sessionUpdate": "tool_call",
+        "toolCallId": call_id,
+        "title": discard_title(UNNAMED_CALL, "no_tool_name"),
+        "kind": "other",
+        "status": "failed",
+        "content": [],
+        "_meta": {
+            "toolName": None,
+            "phase": "preparing",
+            "preparationDiscarded": True,
+            "discardReason": "no_tool_name",
+        },
     }
 
 

@@ -29,13 +29,22 @@ EndReason = DiscardReason
 """Why an attempt was abandoned; its cards not yet running are discarded for that reason."""
 
 
+TurnFailure = Literal["model_request"]
+"""Why a turn ended without a stop reason, when the agent itself is not at fault:
+``model_request``, the provider failed the request and no retry or fallback was left."""
+
+
 @dataclass(frozen=True, slots=True)
 class TurnResult:
-    """What a ``session/prompt`` resolves to: a stop reason, or an error message."""
+    """What a ``session/prompt`` resolves to: a stop reason, or an error message.
+
+    ``failure`` says the error was the model request's, so the editor is not told
+    the agent broke (an internal error) when a provider refused or failed."""
 
     stop_reason: StopReason | None
     error: str | None = None
     usage: Usage | None = None
+    failure: TurnFailure | None = None
 
 
 @dataclass(frozen=True, slots=True)

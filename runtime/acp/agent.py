@@ -30,6 +30,7 @@ from toolprep.messages.permissions import SELECTABLE_OUTCOMES, PermissionOutcome
 from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.acp.errors import (
     INVALID_PARAMS,
+    MODEL_REQUEST_FAILED,
     REQUEST_CANCELLED,
     ConnectionClosed,
     RpcError,
@@ -601,6 +602,13 @@ class AcpAgent:
                 connection.respond_error(request_id, -32603, f"Internal error: {exc!r}")
                 return
             if result.stop_reason is None:
+                if result.failure == "model_request":
+                    connection.respond_error(
+                        request_id,
+                        MODEL_REQUEST_FAILED,
+                        f"The model request failed: {result.error or 'no reason given'}",
+                    )
+                    return
                 connection.respond_error(request_id, -32603, result.error or "Turn failed")
                 return
             body: dict[str, Any] = {"stopReason": result.stop_reason}

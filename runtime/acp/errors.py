@@ -18,6 +18,7 @@ __all__ = [
     "INVALID_PARAMS",
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
+    "MODEL_REQUEST_FAILED",
     "PARSE_ERROR",
     "REQUEST_CANCELLED",
     "RESOURCE_NOT_FOUND",
@@ -38,6 +39,10 @@ INTERNAL_ERROR: Final = -32603
 REQUEST_CANCELLED: Final = -32800
 AUTH_REQUIRED: Final = -32000
 RESOURCE_NOT_FOUND: Final = -32002
+# toolprep's own, in the range JSON-RPC leaves to implementations.
+MODEL_REQUEST_FAILED: Final = -32010
+"""A prompt's turn ended because the model request failed (the provider refused it, or
+retries ran out): not the agent's internal error, so editors can say what happened."""
 
 T = TypeVar("T")
 

@@ -59,6 +59,8 @@ from toolprep.runtime.providers.read_deadline import ReadDeadlines
 from toolprep.runtime.providers.streaming import (
     Reply,
     StreamAdapter,
+    not_found_at,
+    sdk_error_explained,
     sdk_status_error,
     stream_chunks,
     transport_error,
@@ -350,6 +352,8 @@ class DirectPost:
     def _status_failure(self, answer: httpx2.Response) -> StreamError:
         sdk_error = self._status_error(answer)
         failure = sdk_status_error(sdk_error)
+        if answer.status_code == 404 and not sdk_error_explained(sdk_error):
+            failure = not_found_at(failure, self.url, str(self.client.base_url))
         failure.__cause__ = sdk_error
         return failure
 

@@ -36,6 +36,7 @@ __all__ = [
     "malformed",
     "not_event_stream",
     "parse_retry_after",
+    "preview",
     "status_error",
     "status_kind",
     "status_retryable",
@@ -102,15 +103,20 @@ def _printable(text: str) -> str:
     return " ".join("".join(c if c.isprintable() else " " for c in text).split())
 
 
+def preview(text: str) -> str:
+    """``text`` on one line, quoted, cut to a few hundred characters: safe to show a person."""
+    shown = _printable(text)
+    if len(shown) > _PREVIEW_CHARS:
+        shown = shown[:_PREVIEW_CHARS] + "..."
+    return f"'{shown}'"
+
+
 def not_event_stream(content_type: str | None, head: bytes) -> StreamError:
     """A 2xx answer that is not an event stream: say what came instead, briefly and safely."""
     shown_type = _printable(content_type)[:100] if content_type else "none"
-    preview = _printable(head.decode("utf-8", "replace"))
-    if len(preview) > _PREVIEW_CHARS:
-        preview = preview[:_PREVIEW_CHARS] + "..."
     return StreamError(
         f"expected a server-sent event stream but received content-type '{shown_type}': "
-        f"'{preview}'",
+        f"{preview(head.decode('utf-8', 'replace'))}",
         retryable=False,
         kind="not_event_stream",
     )

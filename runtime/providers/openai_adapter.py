@@ -24,9 +24,12 @@ Matching a ``tool_calls`` item to a call
      card, the tool result and the history sent back to the model carry,
      which keeps the conversation consistent;
   3. else an ``index`` with an open call -> that call, unless the item
-     carries a different non-empty id: then it is a new call reusing the
-     index (parallel calls sent one after another, or two entries with one
-     index in one chunk);
+     carries a different non-empty id *and* a non-empty name: then it is a
+     new call reusing the index (parallel calls sent one after another, or
+     two entries with one index in one chunk). A new id with an empty or
+     missing name is the same call: some proxies (one in front of OCI
+     models) mint a fresh id for every argument fragment, and the index is
+     what the OpenAI SDK's own accumulator goes by;
   4. else, with no ``index``: a new id starts a new call at the next free
      index; an item with neither continues the most recent call.
 
@@ -53,13 +56,18 @@ Preparations
   the names sorted once, on the first call that asks.
 
 Arguments
-  at finish the text must be a JSON object (empty -> ``{}``). Text cut off
-  mid-object is repaired only when closing quotes and brackets yields the
-  one possible reading; the chunk's finish reason then becomes
-  ``MAX_TOKENS`` so nobody mistakes it for a complete answer. Text the token
-  limit (``length``) cut past repair yields no call at all (its card is
-  discarded, the turn stops at ``max_tokens``). Anything else fails the
-  attempt with a retryable ``malformed`` error.
+  at finish the text must be a JSON object (empty -> ``{}``). Only when the
+  server says the token limit ended the reply (``length``) is text cut off
+  mid-object repaired, and only when closing quotes and brackets yields the
+  one possible reading; text cut past repair then yields no call at all (its
+  card is discarded, the turn stops at ``max_tokens``). Under any other
+  finish reason a cut-off text is not a truncation the server owned up to:
+  it fails the attempt with a retryable ``malformed`` error rather than run
+  a guessed reading. The finish reason is always the server's own.
+
+Calls without a name
+  are passed on with an empty name: the turn loop never runs them (there is
+  nothing to run), it shows them as discarded.
 """
 
 from __future__ import annotations
@@ -83,7 +91,12 @@ from toolprep.messages.content import (
 from toolprep.messages.preparation import ToolCallPreparation, set_preparations
 from toolprep.runtime.providers.base import StreamError
 from toolprep.runtime.providers.chunks import chunk, text_chunk
-from toolprep.runtime.providers.errors import malformed, status_kind, status_retryable
+from toolprep.runtime.providers.errors import (
+    malformed,
+    preview,
+    status_kind,
+    status_retryable,
+)
 from toolprep.runtime.providers.json_args import ArgumentsError, parse_arguments
 
 __all__ = ["FINISH_REASONS", "OpenAIStreamAdapter"]
@@ -118,6 +131,12 @@ _RETRYABLE_ERRORS = {
     "overloaded": "overloaded",
     "overloaded_error": "overloaded",
     "engine_overloaded": "overloaded",
+}
+# Codes that say the model's own output was unusable: a new sample may well succeed.
+# Checked before ``type``, which on these is the generic ``invalid_request_error``.
+_MODEL_OUTPUT_ERRORS = {
+    "tool_use_failed": "the provider could not read the model's tool call",
+    "json_validate_failed": "the provider could not read the model's JSON output",
 }
 _FINAL_ERRORS = {
     "insufficient_quota": "billing",
@@ -182,14 +201,24 @@ def _in_band_error(error: Any) -> StreamError:
         return StreamError(str(error) or "provider error", retryable=False, kind="provider")
     message = error.get("message")
     message = message if type(message) is str and message else "provider error"
-    labels = [v.lower() for v in (error.get("type"), error.get("code")) if type(v) is str]
+    code = error.get("code")
+    if type(code) is str and code.lower() in _MODEL_OUTPUT_ERRORS:
+        # Groq's ``tool_use_failed``: the model wrote a call the server could not parse.
+        # Nothing was wrong with the request, so a retry samples the model again.
+        what = _MODEL_OUTPUT_ERRORS[code.lower()]
+        text = f"{what} ({code}): {message}"
+        failed = error.get("failed_generation")
+        if type(failed) is str and failed.strip():
+            text += f" The model had written: {preview(failed)}"
+        return StreamError(text, retryable=True, kind="malformed")
+    labels = [v.lower() for v in (code, error.get("type")) if type(v) is str]
     for label in labels:
         if label in _FINAL_ERRORS:
             return StreamError(message, retryable=False, kind=_FINAL_ERRORS[label])
     for label in labels:
         if label in _RETRYABLE_ERRORS:
             return StreamError(message, retryable=True, kind=_RETRYABLE_ERRORS[label])
-    for key in ("code", "status"):
+    for key in ("code", "status", "status_code"):
         status = error.get(key)
         if type(status) is int and 400 <= status < 600:
             return StreamError(
@@ -412,12 +441,15 @@ class OpenAIStreamAdapter:
             call_id = item.get("id")
             if type(call_id) is not str or not call_id:
                 call_id = None
-            call = self._match(index if type(index) is int else None, call_id)
+            function = item.get("function")
+            named = type(function) is dict and bool(function.get("name"))
+            call = self._match(index if type(index) is int else None, call_id, named)
             if call_id is not None and call.provider_id is None:
                 call.provider_id = call_id
                 call.call_id = self._issue_id(call_id)
                 self._by_id.setdefault(call_id, call)
-            function = item.get("function")
+            elif call_id is not None:
+                self._by_id.setdefault(call_id, call)  # a fragment's own id: this call
             if type(function) is dict:
                 name = function.get("name")
                 if name and type(name) is str:
@@ -437,7 +469,7 @@ class OpenAIStreamAdapter:
                 preparations = self._prepare(call, preparations)
         return preparations
 
-    def _match(self, index: int | None, call_id: str | None) -> _Call:
+    def _match(self, index: int | None, call_id: str | None, named: bool) -> _Call:
         if call_id is not None:
             known = self._by_id.get(call_id)
             if known is not None:
@@ -455,8 +487,9 @@ class OpenAIStreamAdapter:
                 return call
         if index is not None:
             call = self._by_index.get(index)
-            if call is None or (call_id is not None and call.provider_id is not None):
-                # (an open call with a different id here is a new call reusing the index)
+            if call is None or (call_id is not None and call.provider_id is not None and named):
+                # (an open call with a different id and a name here is a new call reusing
+                # the index; a different id without a name is one more fragment of it)
                 call = self._new(index)
             self._last = call
             return call
@@ -557,17 +590,19 @@ class OpenAIStreamAdapter:
             if call.args_obj is not None and not call.fragments:
                 args = dict(call.args_obj)
             else:
+                cut = reason is FinishReason.MAX_TOKENS
                 try:
-                    args, repaired = parse_arguments("".join(call.fragments), allow_repair=True)
+                    args, _ = parse_arguments("".join(call.fragments), allow_repair=cut)
                 except ArgumentsError as exc:
-                    if reason is FinishReason.MAX_TOKENS:
+                    if cut:
                         # Cut by the token limit past repair: no call comes out, so its card
                         # is discarded and the turn stops at max_tokens, as on Anthropic;
                         # retrying would be cut at the same place again.
                         continue
-                    raise malformed(f"tool call {call_id} ({call.name}): {exc}") from None
-                if repaired:
-                    reason = FinishReason.MAX_TOKENS
+                    raise malformed(
+                        f"tool call {call_id} ({call.name or 'no name'}): {exc}, although the "
+                        f"server ended the reply with finish_reason {raw_reason!r}"
+                    ) from None
             if call.signature is not None:
                 out.append(ThoughtPart("", call.signature))
             out.append(FunctionCallPart(FunctionCall(call_id, call.name, args)))

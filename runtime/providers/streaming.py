@@ -47,6 +47,8 @@ __all__ = [
     "StreamAdapter",
     "body_status_error",
     "connection_refused",
+    "not_found_at",
+    "sdk_error_explained",
     "sdk_status_error",
     "stream_chunks",
     "transport_error",
@@ -165,6 +167,29 @@ def sdk_status_error(exc: Any) -> StreamError:
     return status_error(response.status_code, message, response.headers, error_type=error_type)
 
 
+def sdk_error_explained(exc: Any) -> bool:
+    """Whether the error body said what went wrong (else the SDK made up ``Error code: N``)."""
+    return bool(_body_message(getattr(exc, "body", None), "")[0])
+
+
+def not_found_at(failure: StreamError, url: str, base_url: str) -> StreamError:
+    """A bare 404: name the URL that has no API behind it, and the usual fix.
+
+    OpenAI-compatible servers serve the API under ``/v1``; a base URL without
+    it posts to ``/chat/completions``, which answers 404 with nothing to say.
+    """
+    message = f"nothing answered at {url} (HTTP 404); check the provider's base URL"
+    if url.endswith("/chat/completions") and "/v1" not in httpx2.URL(base_url).path:
+        message += f": OpenAI-compatible servers serve it under /v1, try {base_url.rstrip('/')}/v1"
+    return StreamError(
+        message,
+        retryable=failure.retryable,
+        kind=failure.kind,
+        status=failure.status,
+        retry_after=failure.retry_after,
+    )
+
+
 def body_status_error(status: int, body: bytes, headers: Mapping[str, str]) -> StreamError:
     """Map a non-2xx answer read without an SDK (the replay provider's), as the SDKs would."""
     try:
@@ -200,6 +225,40 @@ def transport_error(exc: BaseException, url: object = None) -> StreamError:
     """
     if url is not None and connection_refused(exc):
         message = f"connection refused: nothing is listening at {url}"
+    elif (cut := _body_cut_short(exc)) is not None:
+        message = f"connection failed: the response ended before it was complete ({cut})"
     else:
         message = f"connection failed: {str(exc) or type(exc).__name__}"
     return StreamError(message, retryable=True, kind="transport")
+
+
+def _body_cut_short(exc: BaseException) -> str | None:
+    """What the HTTP parser said when a body ended early, or ``None`` if none did.
+
+    aiohttp reports a cut body as ``ClientPayloadError`` around a parser error
+    (``TransferEncodingError``, ``ContentLengthError``) whose text reads
+    ``400, message='Not enough data ...'``: the 400 is the parser's code, not an
+    HTTP status the server sent, so only the parser's own message is kept.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        message = getattr(current, "message", None)
+        if (
+            isinstance(message, str)
+            and isinstance(getattr(current, "code", None), int)
+            and type(current).__name__ in _BODY_CUT_ERRORS
+        ):
+            return message.strip().rstrip(".") or type(current).__name__
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        pending.extend(a for a in current.args if isinstance(a, BaseException))
+    return None
+
+
+_BODY_CUT_ERRORS = frozenset(
+    {"TransferEncodingError", "ContentLengthError", "PayloadEncodingError"}
+)

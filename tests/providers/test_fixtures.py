@@ -157,6 +157,27 @@ EXPECTED: dict[str, Expectation] = {
         ],
         None,
     ),
+    "openai-groq-tool-use-failed-in-stream.sse": (
+        [],
+        (
+            "malformed",
+            True,
+            "the provider could not read the model's tool call (tool_use_failed): Failed to "
+            "call a function. Please adjust your prompt. See 'failed_generation' for more "
+            "details. The model had written: 'Tool use failed: selected tool get_temperature "
+            "does not match forced tool call name self_destruct'",
+        ),
+    ),
+    "openai-oci-proxy-new-id-each-fragment.sse": (
+        [
+            ("prep chatcmpl-tool-a91e77be296474b3 get_weather",),
+            (
+                'call chatcmpl-tool-a91e77be296474b3 get_weather {"city": "Paris"}',
+                "finish STOP",
+            ),
+        ],
+        None,
+    ),
     "openai-sdk-parallel-tool-calls.sse": (
         [
             ("prep call_JMW1whyEaYG438VE1OIflxA2 GetWeatherArgs",),
@@ -186,6 +207,27 @@ EXPECTED: dict[str, Expectation] = {
             ('text {"',),
             ("finish MAX_TOKENS",),
             ("usage 79/1",),
+        ],
+        None,
+    ),
+    "openai-synthetic-arguments-cut-finish-stop.sse": (
+        [("prep call_s10 get_weather",)],
+        (
+            "malformed",
+            True,
+            "tool call call_s10 (get_weather): arguments are not valid JSON (unexpected end of "
+            "data: line 1 column 14 (char 13)), although the server ended the reply with "
+            "finish_reason 'stop'",
+        ),
+    ),
+    "openai-synthetic-call-without-name.sse": (
+        [
+            ("prep call_named get_weather",),
+            (
+                'call call_named get_weather {"city": "Paris"}',
+                'call call_nameless  {"city": "Oslo"}',
+                "finish STOP",
+            ),
         ],
         None,
     ),

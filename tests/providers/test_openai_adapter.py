@@ -455,15 +455,24 @@ def test_truncated_arguments_are_repaired_and_marked_max_tokens() -> None:
     ]
 
 
-def test_repair_marks_max_tokens_even_when_the_server_said_stop() -> None:
+def test_cut_arguments_are_repaired_only_under_the_servers_own_length_stop() -> None:
+    cut = '{"pattern": ["a", "b"'
     out = feed_all(
         OpenAIStreamAdapter(),
-        [
-            chunk(calls(item(0, "call_t", "glob", '{"pattern": ["a", "b"'))),
-            chunk(finish="tool_calls"),
-        ],
+        [chunk(calls(item(0, "call_t", "glob", cut))), chunk(finish="length")],
     )
     assert flat(out)[-2:] == ['call call_t glob {"pattern": ["a", "b"]}', "finish MAX_TOKENS"]
+
+
+@pytest.mark.parametrize("reason", ["tool_calls", "stop"])
+def test_cut_arguments_under_another_finish_reason_fail_the_attempt(reason: str) -> None:
+    """Never a guessed reading run as a call, never a ``max_tokens`` the server did not say."""
+    adapter = OpenAIStreamAdapter()
+    adapter.feed(None, chunk(calls(item(0, "call_t", "glob", '{"pattern": ["a", "b"'))))
+    with pytest.raises(StreamError) as caught:
+        adapter.feed(None, chunk(finish=reason))
+    assert (caught.value.kind, caught.value.retryable) == ("malformed", True)
+    assert f"finish_reason {reason!r}" in caught.value.message
 
 
 @pytest.mark.parametrize(

@@ -55,6 +55,7 @@ def test_parts_round_trip() -> None:
         TurnResult("end_turn", usage=Usage(3, 4)),
         TurnResult("cancelled"),
         TurnResult(None, error="the provider said no"),
+        TurnResult(None, error="the provider said no", failure="model_request"),
     ],
 )
 def test_turn_results_round_trip(result: TurnResult) -> None:
