@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import orjson
+import pytest
 
 from tests.acp.conftest import REPO
 from tests.support.acp_schema import validate_agent_message
@@ -32,7 +33,9 @@ def test_demo_json_shows_preparing_retry_discard_and_cancel() -> None:
     )  # retry + cancel
 
 
-def test_demo_timeline_is_readable() -> None:
+@pytest.fixture(scope="module")
+def demo_output() -> str:
+    """What ``toolprep demo`` prints, run once for the tests that read it."""
     done = subprocess.run(
         [sys.executable, "-m", "toolprep.runtime.cli", "demo"],
         cwd=REPO,
@@ -41,21 +44,17 @@ def test_demo_timeline_is_readable() -> None:
         timeout=120,
         check=True,
     )
-    out = done.stdout
+    return done.stdout
+
+
+def test_demo_timeline_is_readable(demo_output: str) -> None:
+    out = demo_output
     assert "preparing" in out and "discarded" in out and "stopReason=cancelled" in out
     assert out.count("stopReason=end_turn") == 2
 
 
-def test_demo_explains_its_columns_and_the_early_card() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "toolprep.runtime.cli", "demo"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    legend, _, timeline = done.stdout.partition("    time  frame")
+def test_demo_explains_its_columns_and_the_early_card(demo_output: str) -> None:
+    legend, _, timeline = demo_output.partition("    time  frame")
     for column in ("time", "frame", "toolCallId", "status", "phase", "tool"):
         assert f"\n  {column} " in legend, column
     assert "preparing: the card opened the moment the model named the tool" in legend
