@@ -17,6 +17,11 @@ with the history as it was. No card exists during compaction, so a cancel
 ends the turn at once. A request the provider refuses as too large for the
 window (``compaction.context_overflow``) is compacted and sent again, once
 per turn; refused again, the turn fails with the provider's reason.
+
+A prompt must never brick its session: one certainly too big for the window on
+its own (``compaction.oversized_prompt``) is refused before it is recorded or
+sent, and a turn that ends refused as too large leaves the history as it was
+before its prompt (failure ``prompt_too_large``), so the next prompt works.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from toolprep.messages.content import (
     FunctionCallPart,
     FunctionResponse,
     FunctionResponsePart,
+    Part,
     Usage,
 )
 from toolprep.messages.frames import (
@@ -81,6 +87,9 @@ from toolprep.runtime.compaction import (
     compaction_failed_note,
     compaction_note,
     context_overflow,
+    oversized_prompt,
+    prompt_refused_note,
+    prompt_too_large_message,
     split_history,
     summary_message,
     summary_prompt,
@@ -121,7 +130,8 @@ class AfterAttempt:
 @dataclass(slots=True)
 class Turn:
     reply: Future[TurnResult]
-    history_mark: int
+    history_mark: int  # where the turn's prompt is in the history
+    prompt: tuple[Part, ...] = ()
     requests: int = 0
     cancel_requested: bool = False
     usage: Usage | None = None
@@ -129,6 +139,7 @@ class Turn:
     model_failed: bool = False  # the last failure was the model request's, not a crash
     compacted: bool = False  # the history's start was replaced by a summary
     overflowed: bool = False  # a request was refused as too large for the context window
+    too_large: bool = False  # the last failure was such a refusal
     # what to do once the tracker confirms the attempt ended
     after: AfterAttempt | None = None
 
@@ -253,7 +264,13 @@ class SessionSupervisor(RoleActor):
                 TurnResult(None, error="A prompt is already running in this session")
             )
             return
-        session.turn = Turn(msg.reply, history_mark=len(session.history))
+        window = self.routes[session.first_route].window
+        if oversized_prompt(msg.prompt, window):
+            # Refused before it goes on record: the session is as if it was never sent.
+            error = prompt_too_large_message(msg.prompt, window, None)
+            msg.reply.set_result(TurnResult(None, error=error, failure="prompt_too_large"))
+            return
+        session.turn = Turn(msg.reply, history_mark=len(session.history), prompt=msg.prompt)
         if msg.user_message is not None:
             # Accepted: the prompt goes on record ahead of everything the turn sends.
             said = msg.user_message
@@ -409,6 +426,7 @@ class SessionSupervisor(RoleActor):
         assert session.turn is not None
         session.turn.last_error = error.message
         session.turn.model_failed = error.kind != "crash"
+        session.turn.too_large = context_overflow(error)
         if (
             context_overflow(error)
             and not session.turn.overflowed
@@ -485,12 +503,30 @@ class SessionSupervisor(RoleActor):
                 error = StreamError("a runtime role crashed", retryable=True, kind="crash")
                 session.phase = "streaming"  # the crash decision runs like a failed stream
                 self._after_failure(session, error)
+            case "fail" if session.turn.too_large:
+                self._drop_prompt(session)
             case "fail":
                 error_text = session.turn.last_error or "model request failed"
                 failure: TurnFailure | None = "model_request" if session.turn.model_failed else None
                 self._finish(session, None, error=error_text, failure=failure)
             case _:
                 assert_never(after.step)
+
+    def _drop_prompt(self, session: SessionState) -> None:
+        """End a turn refused as too large: its prompt and all after it leave the history.
+
+        Kept, the prompt would be sent with every later request of the session and
+        refused each time. The note follows the prompt's record, so a replay shows
+        it was not answered; the stored history is cut back with the turn's end.
+        """
+        turn = session.turn
+        route = self._route(session)
+        assert turn is not None and route is not None
+        del session.history[turn.history_mark :]
+        error = prompt_too_large_message(turn.prompt, route.window, turn.last_error)
+        note = WriteFrames(session.session_id, (prompt_refused_note(error),))
+        self.directory.tell(EMITTER, note)
+        self._finish(session, None, error=error, failure="prompt_too_large")
 
     def on_backoff_elapsed(self, msg: BackoffElapsed) -> None:
         session = self._live(msg.session_id, msg.attempt, "backoff")

@@ -146,7 +146,7 @@ def load_result(raw: Any) -> TurnResult:
     if error is not None and not isinstance(error, str):
         raise CodecError(f"a turn error must be text, not {error!r}")
     failure = raw.get("failure")
-    if failure not in (None, "model_request"):
+    if failure not in (None, "model_request", "prompt_too_large"):
         raise CodecError(f"unknown turn failure {failure!r}")
     loaded_usage = None
     match usage:

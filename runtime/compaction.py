@@ -25,6 +25,7 @@ from toolprep.messages.content import (
     Content,
     FunctionCallPart,
     FunctionResponsePart,
+    Part,
     TextPart,
     ThoughtPart,
 )
@@ -43,6 +44,9 @@ __all__ = [
     "compaction_failed_note",
     "compaction_note",
     "context_overflow",
+    "oversized_prompt",
+    "prompt_refused_note",
+    "prompt_too_large_message",
     "render_transcript",
     "split_history",
     "summary_message",
@@ -51,6 +55,15 @@ __all__ = [
 
 DEFAULT_COMPACT_AT = 0.8
 DEFAULT_KEEP = 0.25
+
+BYTES_PER_TOKEN = 4
+"""About how many bytes of UTF-8 text a token holds (English prose; code and other
+scripts hold fewer): the size a refusal reports, as "about N tokens"."""
+
+MOST_BYTES_PER_TOKEN = 8
+"""More UTF-8 bytes than real text averages per token on these models' tokenizers:
+a prompt bigger than this many bytes per token of the window cannot fit, so it is
+refused before any request. Nearer the window, the provider's refusal decides."""
 
 SUMMARY_INSTRUCTION = (
     "You summarise the earlier part of a conversation between a user and a coding agent, "
@@ -174,6 +187,54 @@ def context_overflow(error: StreamError) -> bool:
         return True
     message = error.message.lower()
     return error.kind == "invalid_request" and any(p in message for p in _OVERFLOW_PHRASES)
+
+
+def _prompt_bytes(prompt: Sequence[Part]) -> int:
+    return sum(len(p.text.encode()) for p in prompt if isinstance(p, TextPart))
+
+
+def oversized_prompt(prompt: Sequence[Part], window: int) -> bool:
+    """Whether ``prompt`` is certainly too big for a ``window``-token context on its own.
+
+    Deliberately lenient (``MOST_BYTES_PER_TOKEN``): refusing a prompt that would
+    have fitted is worse than one request the provider refuses, which the turn
+    also survives (the prompt then leaves the history).
+    """
+    return _prompt_bytes(prompt) > MOST_BYTES_PER_TOKEN * window
+
+
+def prompt_too_large_message(prompt: Sequence[Part], window: int, reason: str | None) -> str:
+    """What the editor is told when a prompt did not fit: its size, the window, what to do.
+
+    ``reason`` is the provider's refusal, if it came to one (the prompt then did not
+    fit together with the conversation before it); None when it was refused up front.
+    """
+    chars = sum(len(p.text) for p in prompt if isinstance(p, TextPart))
+    tokens = -(-_prompt_bytes(prompt) // BYTES_PER_TOKEN)
+    size = f"{chars:,} characters, about {tokens:,} tokens"
+    if reason is None:
+        what = (
+            f"The message is too large for the model's context window: {size}, "
+            f"against a window of {window:,} tokens."
+        )
+    else:
+        what = (
+            f"The message does not fit the model's context window of {window:,} tokens "
+            f"together with the conversation so far ({size}); the provider refused it: {reason}."
+        )
+    return (
+        f"{what} It was not sent to the model and is not part of the conversation, which "
+        "goes on as before it. Send a shorter message, or save the text to a file in the "
+        "workspace and ask the agent to read it: it reads files in parts."
+    )
+
+
+def prompt_refused_note(message: str) -> dict[str, Any]:
+    """The ``agent_thought_chunk`` recorded after a prompt the model could not take, so a
+    replay does not show it as answered; ``_meta`` marks it for clients."""
+    note = agent_thought_chunk(f"\n[{message}]\n")
+    note["_meta"] = {"contextOverflow": {"promptDropped": True}}
+    return note
 
 
 def compaction_note(messages: int) -> dict[str, Any]:

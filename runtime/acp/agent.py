@@ -602,14 +602,17 @@ class AcpAgent:
                 connection.respond_error(request_id, -32603, f"Internal error: {exc!r}")
                 return
             if result.stop_reason is None:
-                if result.failure == "model_request":
-                    connection.respond_error(
-                        request_id,
-                        MODEL_REQUEST_FAILED,
-                        f"The model request failed: {result.error or 'no reason given'}",
-                    )
-                    return
-                connection.respond_error(request_id, -32603, result.error or "Turn failed")
+                match result.failure:
+                    case "model_request":
+                        code = MODEL_REQUEST_FAILED
+                        message = f"The model request failed: {result.error or 'no reason given'}"
+                    case "prompt_too_large":  # the editor's to fix: send less
+                        code, message = INVALID_PARAMS, result.error or "The message is too large"
+                    case None:
+                        code, message = -32603, result.error or "Turn failed"
+                    case _:
+                        assert_never(result.failure)
+                connection.respond_error(request_id, code, message)
                 return
             body: dict[str, Any] = {"stopReason": result.stop_reason}
             if result.usage is not None:

@@ -24,6 +24,8 @@ from toolprep.runtime.compaction import (
     check_compact_at,
     compaction_note,
     context_overflow,
+    oversized_prompt,
+    prompt_too_large_message,
     render_transcript,
     split_history,
     summary_message,
@@ -220,3 +222,20 @@ def test_a_request_over_the_window_is_told_from_other_failures(
     error: StreamError, overflow: bool
 ) -> None:
     assert context_overflow(error) is overflow
+
+
+def test_only_a_prompt_certainly_over_the_window_is_refused_up_front() -> None:
+    """Up to 8 bytes a token is allowed: what comes nearer the window, the provider judges."""
+    assert not oversized_prompt((TextPart("x" * 800),), 100)
+    assert oversized_prompt((TextPart("x" * 801),), 100)
+    assert oversized_prompt((TextPart("x" * 400), TextPart("é" * 201)), 100)  # bytes, not chars
+
+
+@pytest.mark.parametrize("reason", [None, "Request too large"])
+def test_a_refused_prompt_is_told_its_size_the_window_and_what_to_do(reason: str | None) -> None:
+    message = prompt_too_large_message((TextPart("x" * 12_345),), 100, reason)
+    assert "12,345 characters, about 3,087 tokens" in message
+    assert "context window" in message and "100 tokens" in message
+    assert "not part of the conversation" in message
+    assert "Send a shorter message" in message and "read it" in message
+    assert (reason is not None) == ("Request too large" in message)

@@ -56,6 +56,7 @@ def test_parts_round_trip() -> None:
         TurnResult("cancelled"),
         TurnResult(None, error="the provider said no"),
         TurnResult(None, error="the provider said no", failure="model_request"),
+        TurnResult(None, error="the message is too large", failure="prompt_too_large"),
     ],
 )
 def test_turn_results_round_trip(result: TurnResult) -> None:
