@@ -234,7 +234,7 @@ class ToolExecutor(RoleActor):
         rule = mode_rule(self.mode_of(session_id), tool)
         match rule:
             case "refused":
-                refused_title, text = refused_in_plan_mode(call.name)
+                refused_title, text = refused_in_plan_mode(tool)
                 if not request.prepared:  # the card opens now, to say why it never runs
                     self._frames(
                         session_id, describe(title=refused_title, prepared=False, status="pending")

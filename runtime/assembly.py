@@ -56,6 +56,10 @@ def check_options(options: RuntimeOptions) -> None:
     max_tools = options.max_mcp_tools
     if max_tools is not None and max_tools < 1:
         raise ValueError(f"--max-mcp-tools must be >= 1, got {max_tools}")
+    if any(not name for name in options.trust_mcp_server):
+        raise ValueError(
+            "--trust-mcp-server needs a server name, as the client's mcpServers names it"
+        )
     if settings.provider == "replay":
         from toolprep.runtime.providers.replay_script import ReplayScript
 
@@ -130,6 +134,7 @@ def runtime_from_options(options: RuntimeOptions) -> Runtime:
     mcp = McpConfig(
         call_timeout_s=options.mcp_call_timeout or DEFAULT_CALL_TIMEOUT_S,
         max_tools=options.max_mcp_tools or DEFAULT_MAX_TOOLS,
+        trusted_servers=frozenset(options.trust_mcp_server),
         environment=environment,
         policy=options.mcp_policy,
     )

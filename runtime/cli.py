@@ -201,6 +201,16 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         f"left out, with a warning (default {DEFAULT_MAX_TOOLS})",
     )
     acp.add_argument(
+        "--trust-mcp-server",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="take the word of the MCP server the client names NAME (its mcpServers entry's "
+        "name) that a tool is read-only: such tools then run in plan mode and without asking "
+        "in ask mode (repeatable; default: no server is trusted, so its tools ask in ask mode "
+        "and are refused in plan mode whatever they claim)",
+    )
+    acp.add_argument(
         "--event-loop",
         choices=EVENT_LOOPS,
         default="auto",

@@ -42,6 +42,7 @@ class RuntimeOptions:
     pass_env: tuple[str, ...] = ()
     mcp_call_timeout: float | None = DEFAULT_CALL_TIMEOUT_S
     max_mcp_tools: int | None = DEFAULT_MAX_TOOLS
+    trust_mcp_server: tuple[str, ...] = ()
     log_level: str = "WARNING"
     data_dir: str | None = None
     synchronous: Synchronous = DEFAULT_SYNCHRONOUS
@@ -71,6 +72,7 @@ class RuntimeOptions:
             pass_env=tuple(args.pass_env or ()),
             mcp_call_timeout=args.mcp_call_timeout,
             max_mcp_tools=args.max_mcp_tools,
+            trust_mcp_server=tuple(args.trust_mcp_server),
             log_level=args.log_level,
             data_dir=args.data_dir,
             synchronous=args.synchronous,

@@ -10,6 +10,11 @@ rest left out (every model request of its session declares each one), and
 what a call returns is capped before the model and the editor see it.
 
 ``policy`` says which servers a client may name at all (``runtime.mcp.policy``).
+``trusted_servers`` are the names (as the client's ``mcpServers`` entries give
+them) whose ``readOnlyHint`` is believed (``--trust-mcp-server``): MCP says a
+hint from a server one does not trust must not be relied on, and a server is
+code anyone can write, so by default a tool that says it only reads is treated
+like one that writes (``runtime.mcp.tool``).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class McpConfig:
     max_tools: int = DEFAULT_MAX_TOOLS
     environment: EnvironmentPolicy = field(default_factory=EnvironmentPolicy)
     policy: McpPolicy = field(default_factory=McpPolicy.trusted)
+    trusted_servers: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         positive = (

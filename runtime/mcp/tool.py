@@ -1,13 +1,15 @@
 """``McpTool``: one tool of a session's MCP server, as the executor runs any tool.
 
-Permission: a tool the server annotates ``readOnlyHint: true`` runs without
-asking; any other asks the client first, as ``run_shell_command`` does
-without ``--allow-shell`` (there is no flag that pre-approves MCP tools: a
-server is code the editor's user configured, but what its tools do is
-only known from its own description). The hint is the server's word, which
-is why only the harmless direction (skip a question) depends on it. The
-session's mode (``messages.modes``) may still let a call run without asking
-(``auto``) or refuse one the hint does not call read-only (``plan``).
+Permission: a tool asks the client first, as ``run_shell_command`` does
+in ask mode, unless it is read-only. The only word on that is the server's
+``readOnlyHint``, and MCP says a hint from a server one does not trust must
+not be relied on: a tool may claim to read and run a shell command that
+writes. So the hint counts only for a server the user named with
+``--trust-mcp-server NAME`` (the name the client's ``mcpServers`` entry
+gives it). A tool of a trusted server that says it is read-only runs
+without asking and runs in plan mode; any other tool asks (ask,
+accept_edits) and is refused in plan mode, with a card that names the
+option when the tool claimed to be read-only. ``auto`` runs everything.
 
 The call itself runs on the MCP loop; this worker thread waits for it,
 bounded by the MCP call timeout (and below the executor's own tool
@@ -17,6 +19,7 @@ cancels the waiting call at once.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from concurrent.futures import CancelledError
 from pathlib import Path
@@ -64,12 +67,31 @@ class McpTool:
         return []
 
     @property
+    def trusted(self) -> bool:
+        """Whether the user vouched for this tool's server (``--trust-mcp-server``)."""
+        return self.server in self._config.trusted_servers
+
+    @property
     def read_only(self) -> bool:
-        """The server's ``readOnlyHint``: what plan mode lets run."""
-        return self.listed.read_only
+        """The server's ``readOnlyHint`` if the server is trusted, else False: what plan
+        mode lets run and ask mode runs without asking."""
+        return self.listed.read_only and self.trusted
+
+    @property
+    def read_only_unverified(self) -> str | None:
+        """Why a tool that says it is read-only is not treated so, or None if it says no
+        such thing or its server is trusted; plan mode's refusal tells the user this."""
+        if not self.listed.read_only or self.trusted:
+            return None
+        return (
+            f"MCP server '{self.server}' says this tool only reads, but the agent does not "
+            "take an untrusted server's word for that; if you trust that server, start the "
+            f"agent with --trust-mcp-server {_quoted(self.server)} to let its read-only "
+            "tools run in plan mode."
+        )
 
     def needs_permission(self, args: Mapping[str, Any]) -> bool:
-        return not self.listed.read_only
+        return not self.read_only
 
     def run(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         title = self.title(args)
@@ -98,6 +120,11 @@ class McpTool:
         if ctx.timeout is not None and ctx.timeout > 2 * EXECUTOR_MARGIN_S:
             timeout = min(timeout, ctx.timeout - EXECUTOR_MARGIN_S)
         return timeout
+
+
+def _quoted(name: str) -> str:
+    """``name`` as a shell word: as it is when it is plain, else in single quotes."""
+    return name if name and all(c.isalnum() or c in "-_." for c in name) else shlex.quote(name)
 
 
 def _object_schema(schema: Mapping[str, Any]) -> dict[str, Any]:

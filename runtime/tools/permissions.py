@@ -54,7 +54,7 @@ def permission_scope(tool: Tool, args: Mapping[str, Any]) -> str:
 
 def is_read_only(tool: Tool) -> bool:
     """Whether the tool changes nothing: its ``read_only`` attribute if it has one (an MCP
-    tool has the server's ``readOnlyHint``), else its kind."""
+    tool has the server's ``readOnlyHint``, if the user trusts that server), else its kind."""
     declared = getattr(tool, "read_only", None)
     if isinstance(declared, bool):
         return declared
@@ -76,14 +76,22 @@ def mode_rule(mode: SessionMode, tool: Tool) -> ModeRule:
             assert_never(mode)
 
 
-def refused_in_plan_mode(tool_name: str) -> tuple[str, str]:
-    """The card title and the text (for card and model) of a call plan mode does not run."""
-    title = f"{tool_name}: not run, plan mode allows read-only tools"
+def refused_in_plan_mode(tool: Tool) -> tuple[str, str]:
+    """The card title and the text (for card and model) of a call plan mode does not run.
+
+    A tool whose claim to be read-only was not believed says why in a
+    ``read_only_unverified`` attribute (an MCP tool of an untrusted server);
+    the text adds it, so the user learns what would let such a tool run.
+    """
+    title = f"{tool.name}: not run, plan mode allows read-only tools"
     text = (
-        f"{tool_name} was not run: this session is in plan mode, which allows read-only "
+        f"{tool.name} was not run: this session is in plan mode, which allows read-only "
         "tools only (reading, listing and searching files, the todo list). Describe the "
         "change or command you would make instead; the user can switch modes to let it run."
     )
+    unverified = getattr(tool, "read_only_unverified", None)
+    if isinstance(unverified, str):
+        text = f"{text} {unverified}"
     return title, text
 
 

@@ -146,6 +146,7 @@ _OPTION_KINDS: dict[str, tuple[type, ...]] = {
     "pass_env": (list,),
     "mcp_call_timeout": (int, float, NoneType),
     "max_mcp_tools": (int, NoneType),
+    "trust_mcp_server": (list,),
     "log_level": (str,),
     "data_dir": (str, NoneType),
     "synchronous": (str,),
@@ -155,7 +156,7 @@ _OPTION_KINDS: dict[str, tuple[type, ...]] = {
 }
 """The JSON kind of each ``RuntimeOptions`` field."""
 
-_NAME_LISTS = ("fallback_model", "scrub_env", "pass_env")
+_NAME_LISTS = ("fallback_model", "scrub_env", "pass_env", "trust_mcp_server")
 
 
 def dump_options(options: RuntimeOptions) -> dict[str, Any]:
@@ -175,7 +176,9 @@ def load_options(raw: Any) -> RuntimeOptions:
             raise CodecError(f"runtime option {name} cannot be {value!r}")
     lists = {name: tuple(raw[name]) for name in _NAME_LISTS}
     if not all(isinstance(item, str) for names in lists.values() for item in names):
-        raise CodecError(f"runtime options name variables and models as text: {lists!r}")
+        raise CodecError(
+            f"runtime options name variables, models and MCP servers as text: {lists!r}"
+        )
     if raw["synchronous"] not in SYNCHRONOUS_LEVELS:
         raise CodecError(f"runtime option synchronous cannot be {raw['synchronous']!r}")
     try:

@@ -88,7 +88,9 @@ async def test_mcp_tools_run_as_session_tools(workers: str, tmp_path: Path) -> N
     ]
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.calls_turn(KIND, calls)), sc.ok(sc.text_turn(KIND, "Echoed.")))
-        command, env = agent_command(KIND, server, "--no-persist", "--workers", workers)
+        command, env = agent_command(
+            KIND, server, "--no-persist", "--workers", workers, "--trust-mcp-server", "echo"
+        )
         client = RecordingClient()
         async with running_agent(command, env, client) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[echo_server(tag)])
@@ -111,7 +113,8 @@ async def test_mcp_tools_run_as_session_tools(workers: str, tmp_path: Path) -> N
         # The provider's key never reached the server; the client's env entry did.
         assert "ANTHROPIC_API_KEY is not set" in _card_text(frames, "call_key")
         assert f"{PROBE} is set" in _card_text(frames, "call_probe")
-        # Only the tool the server does not call read-only asked first.
+        # Only the tool the (trusted) server does not call read-only asked first; the
+        # option crossed to the worker processes too.
         assert _permission_asked_for(client) == ["call_echo"]
 
         offered = _tools_offered(server.requests[0].body)
@@ -322,7 +325,11 @@ def test_loaded_session_gets_the_servers_of_the_load_request(tmp_path: Path) -> 
             sc.ok(sc.calls_turn(KIND, calls)),
             sc.ok(sc.text_turn(KIND, "Second life.")),
         )
-        command, env = agent_command(KIND, server, "--data-dir", str(data), "--workers", "2")
+        # Trusted, so the read-only probe runs without asking (no one here answers).
+        trusted = ("--trust-mcp-server", "echo")
+        command, env = agent_command(
+            KIND, server, "--data-dir", str(data), "--workers", "2", *trusted
+        )
         agent = AgentProcess(command, env, REPO, tmp_path / "stderr.log")
         try:
             session_id = agent.start_session(project)

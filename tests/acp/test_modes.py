@@ -293,18 +293,13 @@ def test_mcp_tools_follow_the_mode_by_their_read_only_hint(
     kind: str, mode: str, server: FakeProviderServer, workdir: Path
 ) -> None:
     echo = ("call_echo", "mcp__echo__echo", {"text": "hello"})  # not read-only: asks in ask
-    pid: sc.Call = ("call_pid", "mcp__echo__pid", {})  # read-only
+    pid: sc.Call = ("call_pid", "mcp__echo__pid", {})  # read-only, and the server is trusted
     server.enqueue(sc.ok(sc.calls_turn(kind, [echo, pid])), sc.ok(sc.text_turn(kind)))
-    echo_server = {
-        "name": "echo",
-        "command": sys.executable,
-        "args": ["-m", "tests.support.mcp_echo_server", "--tag", f"modes-{uuid.uuid4().hex}"],
-        "env": [{"name": "PYTHONPATH", "value": str(REPO)}],
-    }
-    agent = _start(kind, server, workdir, "--no-persist", "--mode", mode)
+    trusted = ("--trust-mcp-server", "echo")
+    agent = _start(kind, server, workdir, "--no-persist", "--mode", mode, *trusted)
     try:
         agent.initialize()
-        params = {"cwd": str(workdir), "mcpServers": [echo_server]}
+        params = {"cwd": str(workdir), "mcpServers": [_echo_server()]}
         session_id = agent.result(agent.request("session/new", params))["sessionId"]
         assert _turn(agent, session_id) == []  # nothing asks in either mode
         assert _last_card(agent, session_id, "call_pid")["status"] == "completed"
@@ -316,6 +311,59 @@ def test_mcp_tools_follow_the_mode_by_their_read_only_hint(
         else:
             assert card["status"] == "completed"
             assert "echo: hello" in _tool_results_sent_back(server)
+        agent.close_input()
+        assert agent.wait_exit() == 0
+    finally:
+        agent.kill()
+
+
+def _echo_server() -> dict[str, Any]:
+    """The suite's MCP server as an editor's ``mcpServers`` entry names it: ``echo``."""
+    return {
+        "name": "echo",
+        "command": sys.executable,
+        "args": ["-m", "tests.support.mcp_echo_server", "--tag", f"modes-{uuid.uuid4().hex}"],
+        "env": [{"name": "PYTHONPATH", "value": str(REPO)}],
+    }
+
+
+@pytest.mark.parametrize("trusted", [False, True], ids=["untrusted", "trusted"])
+@pytest.mark.parametrize("mode", ["plan", "ask"])
+def test_a_read_only_hint_counts_only_for_a_server_the_user_trusts(
+    mode: str, trusted: bool, server: FakeProviderServer, workdir: Path
+) -> None:
+    """``sneaky_write`` says ``readOnlyHint: true`` and writes a file with a shell command.
+
+    Untrusted, plan mode refuses it (naming the option that would let it run) and
+    nothing is written; ask mode asks before it runs. Trusted, neither mode asks.
+    """
+    kind = "anthropic"
+    target = workdir / "sneaky.txt"
+    call: sc.Call = ("call_sneaky", "mcp__echo__sneaky_write", {"path": str(target)})
+    server.enqueue(sc.ok(sc.calls_turn(kind, [call])), sc.ok(sc.text_turn(kind)))
+    options = ["--no-persist", "--mode", mode]
+    if trusted:
+        options += ["--trust-mcp-server", "echo"]
+    agent = _start(kind, server, workdir, *options)
+    try:
+        agent.initialize()
+        params = {"cwd": str(workdir), "mcpServers": [_echo_server()]}
+        session_id = agent.result(agent.request("session/new", params))["sessionId"]
+        _turn(agent, session_id)  # allows whatever asks
+        asked = [r["params"]["toolCall"]["toolCallId"] for r in agent.requests(PERMISSION)]
+        card = _last_card(agent, session_id, "call_sneaky")
+        if mode == "plan" and not trusted:
+            assert asked == []
+            assert card["status"] == "failed"
+            assert card["title"] == PLAN_TITLE.format("mcp__echo__sneaky_write")
+            hint = "start the agent with --trust-mcp-server echo"
+            assert hint in orjson.dumps(card["content"]).decode()
+            assert hint in _tool_results_sent_back(server)
+            assert not target.exists()
+        else:
+            assert asked == ([] if trusted else ["call_sneaky"])
+            assert card["status"] == "completed"
+            assert target.read_text() == "written\n"
         agent.close_input()
         assert agent.wait_exit() == 0
     finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.runtime_harness import RecordingTool
+from tests.support.runtime_harness import TRUSTING_ECHO, RecordingTool
 from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.host import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import build_provider
@@ -29,5 +29,9 @@ def build(config: dict[str, Any]) -> Runtime:
     retry = RetryPolicy(max_retries=2, base_delay=0.01, jitter=0.0, max_delay=0.05)
     store = SessionStore(config["store"]) if "store" in config else None
     return Runtime(
-        [ModelRoute(provider, "model-a")], registry, RuntimeConfig(retry=retry), store=store
+        [ModelRoute(provider, "model-a")],
+        registry,
+        RuntimeConfig(retry=retry),
+        store=store,
+        mcp=TRUSTING_ECHO,
     )

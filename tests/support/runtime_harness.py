@@ -25,6 +25,7 @@ from toolprep.messages.turns import TurnResult
 from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.event_loops import EventLoopChoice
 from toolprep.runtime.host import Runtime, RuntimeConfig
+from toolprep.runtime.mcp.config import McpConfig
 from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 from toolprep.runtime.retry import RetryPolicy
 from toolprep.runtime.store import SessionStore
@@ -239,6 +240,12 @@ class Harness:
         return self.prompt(session_id, sink, text).result(timeout=timeout)
 
 
+TRUSTING_ECHO = McpConfig(trusted_servers=frozenset({"echo"}))
+"""The harness's MCP limits: the defaults, with the suite's ``echo`` server trusted (as
+``--trust-mcp-server echo`` would), so its read-only tools run without a client to ask.
+What an untrusted server's hint earns is tested through the real agent."""
+
+
 @contextmanager
 def harness(
     kind: str,
@@ -279,7 +286,9 @@ def harness(
             tool_timeout=tool_timeout,
             event_loop=event_loop,
         )
-        runtime = Runtime([ModelRoute(provider, m) for m in models], reg, config, store=store)
+        runtime = Runtime(
+            [ModelRoute(provider, m) for m in models], reg, config, store=store, mcp=TRUSTING_ECHO
+        )
         try:
             yield Harness(kind, server, runtime, tool, tmp_path)
         finally:

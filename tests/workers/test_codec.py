@@ -156,11 +156,13 @@ def test_runtime_options_round_trip_as_a_worker_receives_them() -> None:
     from toolprep.runtime.options import RuntimeOptions
 
     line = "acp --provider replay --fallback-model m2 --scrub-env A --pass-env B_TOKEN"
-    args = build_parser().parse_args([*line.split(), "--mode", "plan", "--data-dir", "/d"])
+    trust = ["--trust-mcp-server", "echo", "--trust-mcp-server", "my docs"]
+    args = build_parser().parse_args([*line.split(), *trust, "--mode", "plan", "--data-dir", "/d"])
     assert isinstance(args, argparse.Namespace)
     policy = McpPolicy(any_command=False, commands=frozenset({"npx"}), any_address=True)
     options = RuntimeOptions.from_arguments(args).with_front("pid 1 on h", policy)
     assert options.fallback_model == ("m2",) and options.pass_env == ("B_TOKEN",)
+    assert options.trust_mcp_server == ("echo", "my docs")
     assert codec.load_options(_through_json(codec.dump_options(options))) == options
 
 
@@ -170,6 +172,7 @@ def test_runtime_options_round_trip_as_a_worker_receives_them() -> None:
         ({"max_retries": "3"}, "max_retries cannot be '3'"),
         ({"max_retries": True}, "max_retries cannot be True"),
         ({"scrub_env": ["A", 3]}, "as text"),
+        ({"trust_mcp_server": [None]}, "as text"),
         ({"mcp_policy": {"any_command": "yes"}}, "not an MCP policy"),
         ({"surprise": 1}, "not runtime options"),
     ],
