@@ -69,8 +69,10 @@ def mode_description(mode: SessionMode) -> str:
         case "accept_edits":
             return "File edits run without asking; shell commands and MCP tools still ask"
         case "plan":
-            return "Read-only tools only: edits, shell commands and MCP tools that change "
-            "things are refused"
+            return (
+                "Read-only tools only: edits, shell commands and MCP tools are refused, "
+                "but for read-only tools of servers marked trusted"
+            )
         case "auto":
             return "Every tool runs without asking"
         case _:
