@@ -356,7 +356,7 @@ def _handshake(target: _Target, args: argparse.Namespace) -> ClientConnection:
         answered = socket.response  # set once the handshake succeeded
         proof = challenge.answer(answered.headers if answered is not None else {}, dialed)
     except ValueError as exc:
-        socket.close()
+        socket.close_socket()  # not even a close frame: nothing goes to it
         if target.found is not None:
             raise _not_the_daemon(target, str(exc), args) from None
         raise ConnectFailed(
