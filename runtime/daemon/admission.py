@@ -13,8 +13,11 @@ any page open a WebSocket to ``127.0.0.1``. Three checks keep pages out:
   names are accepted (``localhost``, ``127.x.y.z``, ``[::1]``; the bound
   address is one of them). The port is not compared, so a forwarded port
   (``ssh -L``) keeps working.
-- ``Authorization: Bearer <token>``: always required, compared in constant
-  time.
+- The token: ``Authorization: Bearer <token>``, compared in constant time;
+  or, from ``toolprep connect``, a ``Toolprep-Challenge`` nonce
+  (``daemon_proof``): the upgrade goes on, the daemon proves the token in
+  its answer, and the connection's first message must prove it back before
+  any other is read. One of the two is always required, never both.
 
 Every malformed header is an answer (400, 401, 403 or 421) with a plain
 reason, never an exception: the library would turn one into a 500 and a
@@ -32,8 +35,11 @@ from urllib.parse import urlsplit
 
 from websockets.datastructures import Headers
 
+from toolprep.runtime.daemon.daemon_proof import CHALLENGE_HEADER, is_nonce
+
 __all__ = [
     "Admission",
+    "Challenged",
     "Refusal",
     "is_loopback",
     "normalized_origin",
@@ -49,6 +55,14 @@ class Refusal:
 
     status: http.HTTPStatus
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Challenged:
+    """Admitted on a challenge: the WebSocket opens, and its first message must prove the token
+    (``daemon_proof``); ``nonce`` is the client's."""
+
+    nonce: str
 
 
 def is_loopback(host: str) -> bool:
@@ -127,8 +141,9 @@ class Admission:
         self._origins = allowed_origins
         self._check_host = is_loopback(bound_host)
 
-    def check(self, headers: Headers) -> Refusal | None:
-        """None if the upgrade may go on, else why not."""
+    def check(self, headers: Headers) -> Refusal | Challenged | None:
+        """None if the upgrade may go on, ``Challenged`` if it may on a proof still to come,
+        else why not."""
         return self._host(headers) or self._origin(headers) or self._authorization(headers)
 
     def _host(self, headers: Headers) -> Refusal | None:
@@ -157,8 +172,11 @@ class Admission:
             "with --allow-origin)",
         )
 
-    def _authorization(self, headers: Headers) -> Refusal | None:
+    def _authorization(self, headers: Headers) -> Refusal | Challenged | None:
         values = headers.get_all("Authorization")
+        challenges = headers.get_all(CHALLENGE_HEADER)
+        if challenges:
+            return _challenge(challenges, bool(values))
         if not values:
             return Refusal(http.HTTPStatus.UNAUTHORIZED, "missing Authorization: Bearer <token>")
         if len(values) > 1:
@@ -172,3 +190,19 @@ class Admission:
         if not hmac.compare_digest(credentials.strip().encode("ascii"), self._expected):
             return Refusal(http.HTTPStatus.UNAUTHORIZED, "wrong token")
         return None
+
+
+def _challenge(values: list[str], with_authorization: bool) -> Refusal | Challenged:
+    if with_authorization:
+        return Refusal(
+            http.HTTPStatus.BAD_REQUEST,
+            f"both Authorization and {CHALLENGE_HEADER}: authenticate one way",
+        )
+    if len(values) > 1:
+        return Refusal(http.HTTPStatus.BAD_REQUEST, f"more than one {CHALLENGE_HEADER} header")
+    if not is_nonce(values[0].strip()):
+        return Refusal(
+            http.HTTPStatus.BAD_REQUEST,
+            f"{CHALLENGE_HEADER} must be 32 random bytes in base64url (43 characters)",
+        )
+    return Challenged(values[0].strip())

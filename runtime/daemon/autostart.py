@@ -35,7 +35,7 @@ from toolprep.runtime.daemon.discovery import (
     read_daemon_file,
 )
 
-__all__ = ["SERVE_LOG", "StartFailed", "start_daemon", "starting_alone"]
+__all__ = ["SERVE_LOG", "StartFailed", "daemon_running", "start_daemon", "starting_alone"]
 
 SERVE_LOG: Final = "serve.log"
 _START_LOCK: Final = ".serve.start.lock"
@@ -122,7 +122,7 @@ def start_daemon(
         else:
             if address.pid == pid:
                 return address
-        if not _running(pid):
+        if not daemon_running(pid):
             raise StartFailed(
                 f"the started toolprep serve (pid {pid}) exited: {_last_line(log)} (its log: {log})"
             )
@@ -173,9 +173,11 @@ def _detached(argv: Sequence[str], environ: Mapping[str, str], log: Path) -> int
         ) from None
 
 
-def _running(pid: int) -> bool:
+def daemon_running(pid: int) -> bool:
     """Whether ``pid`` still runs: not ours to wait for, and a zombie counts as gone (a
-    container's init may never reap it)."""
+    container's init may never reap it). Not a pid at all (0 or less names a group) is gone."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

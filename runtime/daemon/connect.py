@@ -12,6 +12,15 @@ starting, or ends it from the daemon's side, is one line on stderr and a
 non-zero status, so the editor shows why its agent is gone: 2 when no
 connection could be made, 1 when the daemon closed it or it broke.
 
+The daemon proves it holds the token before anything goes out
+(``daemon_proof``): the upgrade carries a challenge, not the token, and
+neither the bridge's proof nor any editor message is sent to a program that
+cannot answer it. ``serve.json`` is used only if nobody else could have
+written it (``discovery.read_trusted_daemon_file``); one that names a daemon
+no longer there (its pid gone, nothing listening, or a listener that does
+not prove the token: perhaps another user's, on a port the dead daemon
+left) is removed, never used, and ``--start`` starts a fresh daemon.
+
 A daemon runs with the provider settings of the process that started it.
 A ``connect`` that finds one running whose settings differ from what its
 own options after ``--`` and its environment ask for (``runs_with``) still
@@ -31,13 +40,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
 from toolprep.runtime.assembly import configure_logging, default_data_dir
-from toolprep.runtime.daemon.autostart import SERVE_LOG, StartFailed, start_daemon, starting_alone
+from toolprep.runtime.daemon.autostart import (
+    SERVE_LOG,
+    StartFailed,
+    daemon_running,
+    start_daemon,
+    starting_alone,
+)
 from toolprep.runtime.daemon.bridge import run_bridge
-from toolprep.runtime.daemon.discovery import DaemonAddress, DaemonFileError, read_daemon_file
+from toolprep.runtime.daemon.daemon_proof import BridgeChallenge
+from toolprep.runtime.daemon.discovery import (
+    DaemonAddress,
+    DaemonFile,
+    DaemonFileError,
+    DaemonFileUntrusted,
+    read_trusted_daemon_file,
+    remove_stale_daemon_file,
+)
 from toolprep.runtime.daemon.runs_with import Asked, differences
 from toolprep.runtime.daemon.serve_token import TOKEN_ON_COMMAND_LINE, TOKEN_VARIABLE, serve_token
 from toolprep.runtime.stop_signals import StopSignals
@@ -54,7 +77,7 @@ class ConnectFailed(Exception):
     """No connection to the daemon: the one line to print."""
 
 
-_Absence = Literal["no-daemon-file", "nothing-listening"]
+_Absence = Literal["no-daemon-file", "daemon-gone", "nothing-listening", "not-the-daemon"]
 
 
 class _NoDaemon(ConnectFailed):
@@ -72,7 +95,10 @@ class _Target:
     token_from: str
     """Where the token was read, for the message when the daemon refuses it."""
     daemon: DaemonAddress | None = None
-    """The daemon file it came from, if any: what the daemon runs with."""
+    """The daemon file it came from, if any: what the daemon runs with. The daemon must
+    then prove the token for this very URL."""
+    found: DaemonFile | None = None
+    """The file read, when found there: removed if the daemon it names is gone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +189,8 @@ def _open(args: argparse.Namespace, environ: Mapping[str, str]) -> _Joined:
         file=sys.stderr,
         flush=True,
     )
-    return _Joined(_handshake(_Target(address.url, address.token, "serve.json"), args))
+    started = _Target(address.url, address.token, "serve.json", address)
+    return _Joined(_handshake(started, args))
 
 
 def _joined(
@@ -250,11 +277,33 @@ def _named_target(url: str, token_file: str | None, environ: Mapping[str, str]) 
 
 
 def _discovered_target(data_dir: Path, args: argparse.Namespace) -> _Target:
+    """The daemon ``serve.json`` names, if it is to be trusted and its daemon still runs.
+
+    An untrusted file is refused (``--start`` does not replace it: the user looks first);
+    one whose daemon is gone is removed (``_NoDaemon``, which ``--start`` remedies).
+    """
     try:
-        address = read_daemon_file(data_dir)
+        found = read_trusted_daemon_file(data_dir)
+    except DaemonFileUntrusted as exc:
+        raise ConnectFailed(str(exc)) from None
     except DaemonFileError as exc:
         raise _NoDaemon(f"{exc} ({_how_to_start(args)})", "no-daemon-file") from None
-    return _Target(address.url, address.token, f"serve.json in {data_dir}", address)
+    address = found.address
+    if not daemon_running(address.pid):
+        raise _stale(
+            found,
+            f"the daemon named in {found.path} (pid {address.pid}) is not running",
+            "daemon-gone",
+            args,
+        )
+    return _Target(address.url, address.token, f"serve.json in {data_dir}", address, found)
+
+
+def _stale(found: DaemonFile, what: str, absence: _Absence, args: argparse.Namespace) -> _NoDaemon:
+    """Remove the stale daemon file (if it is still the one read); the failure saying so."""
+    removed = remove_stale_daemon_file(found)
+    done = "removed that stale file" if removed else "a newer file has replaced it since"
+    return _NoDaemon(f"{what}: {done} ({_how_to_start(args)})", absence)
 
 
 def _how_to_start(args: argparse.Namespace) -> str:
@@ -267,33 +316,71 @@ def _how_to_start(args: argparse.Namespace) -> str:
 
 
 def _handshake(target: _Target, args: argparse.Namespace) -> ClientConnection:
-    """The WebSocket open and authenticated, or ``ConnectFailed`` saying why not."""
+    """The WebSocket open and both sides proven (``daemon_proof``), or ``ConnectFailed``
+    saying why not. Nothing is sent before the daemon's proof is checked but the upgrade
+    request and its fresh nonce; the bridge's own proof goes out right after."""
+    challenge = BridgeChallenge.fresh(target.token)
     try:
         socket = connect(
             target.url,
-            additional_headers={"Authorization": f"Bearer {target.token}"},
+            additional_headers=challenge.request_headers(),
             max_size=args.max_message_bytes,
             compression=None,
             open_timeout=_OPEN_TIMEOUT_S,
             legacy=True,
         )
     except ConnectionRefusedError:
-        raise _NoDaemon(
-            f"connection refused: nothing is listening at {target.url} ({_how_to_start(args)})",
-            "nothing-listening",
-        ) from None
+        what = f"connection refused: nothing is listening at {target.url}"
+        if target.found is not None:
+            raise _stale(target.found, what, "nothing-listening", args) from None
+        raise _NoDaemon(f"{what} ({_how_to_start(args)})", "nothing-listening") from None
     except InvalidURI as exc:
         raise ConnectFailed(f"{target.url} is not a WebSocket URL: {exc}") from None
     except InvalidStatus as exc:
+        busy = exc.response.status_code == http.HTTPStatus.SERVICE_UNAVAILABLE
+        if target.found is not None and not busy:
+            raise _not_the_daemon(target, f"it answered {exc.response.status_code}", args) from None
         raise ConnectFailed(_refusal(exc, target)) from None
     except TimeoutError:
         raise ConnectFailed(
             f"{target.url} did not complete the WebSocket handshake within {_OPEN_TIMEOUT_S:g} s"
         ) from None
-    except (OSError, InvalidHandshake) as exc:
+    except InvalidHandshake as exc:
+        if target.found is not None:
+            raise _not_the_daemon(target, f"not a WebSocket answer: {exc}", args) from None
         raise ConnectFailed(f"cannot connect to {target.url}: {exc}") from None
+    except OSError as exc:
+        raise ConnectFailed(f"cannot connect to {target.url}: {exc}") from None
+    try:
+        dialed = target.url if target.daemon is not None else None
+        answered = socket.response  # set once the handshake succeeded
+        proof = challenge.answer(answered.headers if answered is not None else {}, dialed)
+    except ValueError as exc:
+        socket.close_socket()  # not even a close frame: nothing goes to it
+        if target.found is not None:
+            raise _not_the_daemon(target, str(exc), args) from None
+        raise ConnectFailed(
+            f"the program at {target.url} did not prove it holds the token from "
+            f"{target.token_from} ({exc}): either that token is wrong or another program "
+            "listens there; nothing was sent to it"
+        ) from None
+    try:
+        socket.send(proof)
+    except (OSError, ConnectionClosed) as exc:
+        socket.close()
+        raise ConnectFailed(f"the daemon at {target.url} closed the connection: {exc}") from None
     logger.info("connected to %s", target.url)
     return socket
+
+
+def _not_the_daemon(target: _Target, why: str, args: argparse.Namespace) -> _NoDaemon:
+    """The listener at a ``serve.json``'s address is not the daemon that wrote it."""
+    assert target.found is not None
+    what = (
+        f"the program listening at {target.url} did not prove it is the daemon named in "
+        f"{target.found.path} ({why}); nothing was sent to it"
+    )
+    return _stale(target.found, what, "not-the-daemon", args)
 
 
 def _refusal(refused: InvalidStatus, target: _Target) -> str:

@@ -21,7 +21,11 @@ running out of descriptors pauses accepting and resumes on either loop
 goes to the ``websockets`` protocol the same way its own server does it.
 
 Security model (``admission``): every upgrade needs ``Authorization: Bearer
-<token>``; one carrying an ``Origin`` (a browser's) is refused unless that
+<token>``, or a challenge (``daemon_proof``: what ``toolprep connect``
+sends, so that a squatter on a stale port never learns the token), in which
+case the 101 carries the daemon's proof of the token and the connection's
+first message must be the client's, or it is closed (1008) before any
+message reaches a session; one carrying an ``Origin`` (a browser's) is refused unless that
 origin was allowed, and on a loopback address a ``Host`` that is not a
 loopback name (DNS rebinding) is refused; all before the WebSocket is
 opened. Past ``max_connections`` open sockets an upgrade is answered 503
@@ -43,6 +47,7 @@ import http
 import logging
 import threading
 import time
+import weakref
 from typing import Final
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -55,7 +60,8 @@ from toolprep.runtime.acp.agent import AcpAgent
 from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
 from toolprep.runtime.acp.websocket_transport import WebSocketTransport
 from toolprep.runtime.daemon.acceptor import Acceptor, listening_socket
-from toolprep.runtime.daemon.admission import Admission
+from toolprep.runtime.daemon.admission import Admission, Challenged
+from toolprep.runtime.daemon.daemon_proof import PROOF_TIMEOUT_S, DaemonChallenge
 from toolprep.runtime.daemon.limits import RETRY_AFTER_S
 from toolprep.runtime.daemon.serial_inbox import SerialInbox
 from toolprep.runtime.daemon.serve_options import (
@@ -112,6 +118,10 @@ class AcpServer:
             raise ValueError(f"max_connections must be >= 1, got {max_connections}")
         self.pool = pool
         self._admission = Admission(token, allowed_origins, host)
+        self._token = token
+        self._challenges: weakref.WeakKeyDictionary[ServerConnection, DaemonChallenge] = (
+            weakref.WeakKeyDictionary()
+        )
         self._max_message_bytes = max_message_bytes
         self._max_connections = max_connections
         self._max_buffered = max_buffered_bytes
@@ -119,6 +129,7 @@ class AcpServer:
         self._ping_interval = ping_interval_s
         self._ping_timeout = ping_timeout_s
         self._live: dict[ServerConnection, WebSocketTransport] = {}
+        self._proving: set[ServerConnection] = set()  # challenged, their proof not read yet
         # All started now: the thread count is a constant of the configuration, not of the load.
         self._executor = prestarted_pool(HANDLER_THREADS, "toolprep-acp")
         self._loop = new_stream_loop(event_loop)
@@ -218,6 +229,8 @@ class AcpServer:
         live = list(self._live.items())
         for _, transport in live:
             transport.close_output(CloseCode.GOING_AWAY)
+        for socket in list(self._proving):  # their proof would come to a closing daemon
+            socket.transport.abort()
         handlers = set(self._server.handler_tasks)
         dropped = 0
         if handlers:
@@ -244,10 +257,14 @@ class AcpServer:
     def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path.split("?", 1)[0] != ACP_PATH:
             return connection.respond(http.HTTPStatus.NOT_FOUND, f"ACP is served on {ACP_PATH}\n")
-        refusal = self._admission.check(request.headers)
-        if refusal is not None:
-            logger.info("refused a WebSocket upgrade (%d): %s", refusal.status, refusal.reason)
-            return connection.respond(refusal.status, refusal.reason + "\n")
+        admitted = self._admission.check(request.headers)
+        if isinstance(admitted, Challenged):
+            self._challenges[connection] = DaemonChallenge.answering(
+                self._token, self.url, admitted.nonce
+            )
+        elif admitted is not None:
+            logger.info("refused a WebSocket upgrade (%d): %s", admitted.status, admitted.reason)
+            return connection.respond(admitted.status, admitted.reason + "\n")
         open_sockets = len(self._server.handler_tasks)  # this one included
         if open_sockets > self._max_connections:
             logger.info(
@@ -267,12 +284,44 @@ class AcpServer:
     def _label_response(
         self, connection: ServerConnection, request: Request, response: Response
     ) -> Response:
+        challenge = self._challenges.get(connection)
         if response.status_code == http.HTTPStatus.SWITCHING_PROTOCOLS:
             response.headers[CONNECTION_ID_HEADER] = connection.id.hex
+            if challenge is not None:
+                response.headers.update(challenge.response_headers())
+        elif challenge is not None:
+            del self._challenges[connection]
         return response
+
+    async def _proved(self, socket: ServerConnection, name: str) -> bool:
+        """Whether a challenged connection's first message proves the token; it is closed
+        (1008) if not. A bearer connection proved it in its upgrade."""
+        challenge = self._challenges.pop(socket, None)
+        if challenge is None:
+            return True
+        self._proving.add(socket)
+        try:
+            async with asyncio.timeout(PROOF_TIMEOUT_S):
+                first = await socket.recv(decode=False)
+        except TimeoutError:
+            why = f"no proof of the token within {PROOF_TIMEOUT_S:g} s"
+        except ConnectionClosed:
+            logger.info("%s: left before proving the token", name)
+            return False
+        else:
+            if challenge.bridge_proved(first):
+                return True
+            why = "wrong proof of the token"
+        finally:
+            self._proving.discard(socket)
+        logger.info("%s: closed: %s", name, why)
+        await socket.close(CloseCode.POLICY_VIOLATION, why)
+        return False
 
     async def _serve_connection(self, socket: ServerConnection) -> None:
         name = connection_name(socket)
+        if not await self._proved(socket, name):
+            return
         try:
             peer = socket.remote_address
         except OSError:  # the client left right after the handshake; reading ends at once

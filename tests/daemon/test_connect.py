@@ -181,12 +181,15 @@ def test_with_no_daemon_connect_says_nothing_is_listening(
     daemon = start_daemon("--no-persist", "--workers", "1")
     os.kill(daemon.process.pid, signal.SIGKILL)  # its serve.json stays behind
     daemon.kill()
+    assert daemon.address_file.exists()
     status, said = _connect_once(env_extra=_data_home(daemon), cwd=workdir)
     assert status == 2
     assert said == (
-        f"toolprep connect: connection refused: nothing is listening at {daemon.url} "
+        f"toolprep connect: the daemon named in {daemon.address_file.resolve()} "
+        f"(pid {daemon.process.pid}) is not running: removed that stale file "
         "(start it with `toolprep serve`, or pass --start)\n"
     )
+    assert not daemon.address_file.exists()
 
 
 def test_a_token_the_daemon_refuses_is_named_and_the_right_one_connects(
@@ -203,16 +206,18 @@ def test_a_token_the_daemon_refuses_is_named_and_the_right_one_connects(
     )
     assert status == 2
     assert said == (
-        "toolprep connect: the daemon refused the token from TOOLPREP_TOKEN "
-        f"(401 wrong token) at {daemon.url}\n"
+        f"toolprep connect: the program at {daemon.url} did not prove it holds the token from "
+        "TOOLPREP_TOKEN (its proof of the token is wrong): either that token is wrong or "
+        "another program listens there; nothing was sent to it\n"
     )
     status, said = _connect_once(
         "--url", daemon.url, "--token-file", str(wrong_file), env_extra={}, cwd=workdir
     )
     assert status == 2
     assert said == (
-        f"toolprep connect: the daemon refused the token from --token-file {wrong_file} "
-        f"(401 wrong token) at {daemon.url}\n"
+        f"toolprep connect: the program at {daemon.url} did not prove it holds the token from "
+        f"--token-file {wrong_file} (its proof of the token is wrong): either that token is "
+        "wrong or another program listens there; nothing was sent to it\n"
     )
     status, said = _connect_once(
         "--url", daemon.url, "--token", "s3cret", env_extra={}, cwd=workdir
