@@ -149,7 +149,8 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         default=8 * 1024 * 1024,
-        help="largest accepted JSON-RPC message (default 8 MiB)",
+        help="largest JSON-RPC message either way: a bigger one received is answered with "
+        "an error and skipped, a bigger card sent is cut to fit, with a note (default 8 MiB)",
     )
     acp.add_argument(
         "--mode",
