@@ -408,9 +408,11 @@ def _connect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     connect.add_argument(
         "--max-message-bytes",
         type=int,
-        default=8 * 1024 * 1024,
+        default=None,
         metavar="N",
-        help="largest message either way; a bigger one ends the connection (default 8 MiB)",
+        help="largest message either way: a bigger one from the editor is answered with an "
+        "error and not forwarded, a bigger one from the daemon ends the connection (default: "
+        "the daemon's own --max-message-bytes, which it announces, so the two agree)",
     )
     connect.add_argument(
         "--reply-timeout",
