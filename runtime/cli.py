@@ -149,7 +149,8 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         default=8 * 1024 * 1024,
-        help="largest accepted JSON-RPC message (default 8 MiB)",
+        help="largest JSON-RPC message either way: a bigger one received is answered with "
+        "an error and skipped, a bigger card sent is cut to fit, with a note (default 8 MiB)",
     )
     acp.add_argument(
         "--mode",
@@ -407,9 +408,11 @@ def _connect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     connect.add_argument(
         "--max-message-bytes",
         type=int,
-        default=8 * 1024 * 1024,
+        default=None,
         metavar="N",
-        help="largest message either way; a bigger one ends the connection (default 8 MiB)",
+        help="largest message either way: a bigger one from the editor is answered with an "
+        "error and not forwarded, a bigger one from the daemon ends the connection (default: "
+        "the daemon's own --max-message-bytes, which it announces, so the two agree)",
     )
     connect.add_argument(
         "--reply-timeout",

@@ -60,6 +60,7 @@ from toolprep.runtime.acp.errors import (
     ConnectionClosed,
     RpcError,
 )
+from toolprep.runtime.acp.frame_fit import fit_message, message_size
 from toolprep.runtime.acp.line_transport import LineTransport
 from toolprep.runtime.acp.transport import MessageTransport, PacedTransport, SkippedMessage
 
@@ -79,6 +80,7 @@ __all__ = [
     "build_notification",
     "build_request",
     "build_response",
+    "oversized_error",
 ]
 
 logger = logging.getLogger(__name__)
@@ -102,6 +104,20 @@ CloseCallback: TypeAlias = Callable[[], object]
 DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
+
+
+def oversized_error(limit: int) -> dict[str, Any]:
+    """The reply to a message over ``limit`` bytes, skipped unread (so its id is unknown).
+
+    ``toolprep connect`` gives the editor the same reply for a line over the
+    daemon's limit, so an editor sees one behaviour whichever it runs.
+    """
+    return build_error(
+        None,
+        INVALID_REQUEST,
+        f"Invalid Request: message exceeds the size limit of {limit} bytes and was discarded",
+        {"maxLineBytes": limit},
+    )
 
 
 class OversizedMessage(Exception):
@@ -403,7 +419,7 @@ class JsonRpcConnection:
         A raw escape hatch: a response sent this way still counts as the
         answer to its request, so ``respond`` will not answer it twice.
         """
-        data = self._transport.encode(message)
+        data = self._fitted(message, self._transport.encode(message))
         if "method" not in message and ("result" in message or "error" in message):
             answered = message.get("id")
             if _valid_id(answered):
@@ -425,6 +441,33 @@ class JsonRpcConnection:
                 self._transport.close_output()
                 raise ConnectionClosed(self._write_failure) from exc
 
+    def _fitted(self, message: Mapping[str, Any], data: bytes) -> bytes:
+        """``data``, or a cut copy when it is over the limit and may be cut (``frame_fit``).
+
+        A message that cannot be cut goes out whole: the peer's reader is what
+        refuses it, as it would any other oversized message.
+        """
+        if message_size(data) <= self.max_line_bytes:
+            return data
+        fitted = fit_message(dict(message), data, self.max_line_bytes, self._transport.encode)
+        if fitted is None:
+            logger.warning(
+                "%s: sending a %d-byte message, over the %d-byte limit: it cannot be cut",
+                self.name,
+                message_size(data),
+                self.max_line_bytes,
+            )
+            return data
+        logger.info(
+            "%s: cut a %d-byte %s to %d bytes to fit the %d-byte limit",
+            self.name,
+            message_size(data),
+            message.get("method"),
+            message_size(fitted),
+            self.max_line_bytes,
+        )
+        return fitted
+
     def wait_for_room(self, nbytes: int, timeout: float) -> bool:
         """For a sender that may wait: True once ``nbytes`` more can be written without
         overflowing the transport's buffer. A transport whose writes block (a pipe) paces
@@ -445,7 +488,10 @@ class JsonRpcConnection:
         if not params:
             return
         encode = self._transport.encode
-        messages = [encode(build_notification(method, each)) for each in params]
+        messages = [
+            self._fitted(notification, encode(notification))
+            for notification in (build_notification(method, each) for each in params)
+        ]
         self._write_out(self._transport.write_many, messages)
 
     def request(self, method: str, params: Any = None) -> Future[Any]:
@@ -624,13 +670,9 @@ class JsonRpcConnection:
             )
             _settle(future, error=OversizedMessage(line.size, self.max_line_bytes))
             return
-        self._reject(
-            None,
-            INVALID_REQUEST,
-            f"Invalid Request: message exceeds the size limit of "
-            f"{self.max_line_bytes} bytes and was discarded",
-            {"maxLineBytes": self.max_line_bytes},
-        )
+        reply = oversized_error(self.max_line_bytes)
+        logger.warning("%s: rejected message: %s", self.name, reply["error"]["message"])
+        self._send_quietly(reply)
 
     def _handle_line(self, line: bytes) -> None:
         if not line.strip():

@@ -15,6 +15,11 @@ passed (then one line says how many went unanswered, and the exit status is
 1). The same bookkeeping finds the replies that open a session, after which
 a ``notice`` (if given) is shown in that session.
 
+Its limit on editor lines is the daemon's own (``connect`` reads it from the
+handshake response, ``message_limit``): a line over it is not forwarded, and
+the editor gets the error reply ``toolprep acp`` gives for it, so the bridge
+and its sessions go on where the daemon would have closed the connection.
+
 Two threads pump, one per direction; the first end either of them meets
 (or a stop signal, seen by the main thread) decides how the connection is
 closed and what the process reports: the end of stdin closes the WebSocket
@@ -25,6 +30,7 @@ its code and reason.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -36,6 +42,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.sync.client import ClientConnection
 
+from toolprep.runtime.acp.jsonrpc import oversized_error
 from toolprep.runtime.acp.line_transport import LineTransport
 from toolprep.runtime.acp.transport import SkippedMessage
 from toolprep.runtime.daemon.serve_options import DEFAULT_REPLY_TIMEOUT_S
@@ -48,7 +55,6 @@ BridgeEnd = Literal[
     "editor-closed",  # stdin ended and every reply is out, or stdout is gone: the editor left
     "replies-missing",  # stdin ended and some replies did not come within the reply timeout
     "stopped",  # SIGTERM or SIGINT
-    "editor-message-too-big",
     "daemon-message-too-big",
     "daemon-closed",  # the daemon sent a close frame
     "connection-lost",  # the connection broke with no close frame from the daemon
@@ -74,13 +80,7 @@ class BridgeOutcome:
         match self.end:
             case "editor-closed" | "stopped":
                 return 0
-            case (
-                "replies-missing"
-                | "editor-message-too-big"
-                | "daemon-message-too-big"
-                | "daemon-closed"
-                | "connection-lost"
-            ):
+            case "replies-missing" | "daemon-message-too-big" | "daemon-closed" | "connection-lost":
                 return 1
             case _:
                 assert_never(self.end)
@@ -213,7 +213,7 @@ def run_bridge(
     reading when the process exits. ``notice``, if given, is shown in every
     session this connection opens (new, loaded or resumed), right after its reply.
     """
-    lines = LineTransport(stdin, stdout, max_message_bytes)
+    lines = _SerialLines(stdin, stdout, max_message_bytes)
     ending = _Ending()
     outstanding = _Outstanding()
     to_daemon = threading.Thread(
@@ -248,8 +248,6 @@ def _close(socket: ClientConnection, outcome: BridgeOutcome) -> None:
             socket.close(CloseCode.NORMAL_CLOSURE)
         case "stopped":
             socket.close(CloseCode.GOING_AWAY, "the bridge was stopped")
-        case "editor-message-too-big":
-            socket.close(CloseCode.MESSAGE_TOO_BIG, "a message from the editor was too big")
         case "daemon-message-too-big" | "daemon-closed" | "connection-lost":
             socket.close()
         case _:
@@ -265,15 +263,10 @@ def _editor_to_daemon(
 ) -> None:
     for line in lines.incoming():
         if isinstance(line, SkippedMessage):
-            size = f" of {line.size} bytes" if line.size is not None else ""
-            ending.report(
-                BridgeOutcome(
-                    "editor-message-too-big",
-                    f"the editor sent a message{size} larger than --max-message-bytes "
-                    f"({lines.max_message_bytes} bytes)",
-                )
-            )
-            return
+            if not _refuse_oversized(lines, line):
+                ending.report(BridgeOutcome("editor-closed"))
+                return
+            continue
         if not line.strip():
             continue  # a blank line carries no message
         outstanding.sent(line)  # before it can be answered
@@ -294,6 +287,36 @@ def _editor_to_daemon(
             )
         )
     ending.report(BridgeOutcome("editor-closed"))
+
+
+def _refuse_oversized(lines: LineTransport, line: SkippedMessage) -> bool:
+    """Answer an editor line over the limit as the agent would, and say so once on stderr;
+    the bridge goes on. False when stdout is gone."""
+    size = f" of {line.size} bytes" if line.size is not None else ""
+    print(
+        f"toolprep connect: the editor sent a message{size} over the "
+        f"{lines.max_message_bytes}-byte message limit; it was not forwarded and was answered "
+        "with an error (-32600)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        lines.write(orjson.dumps(oversized_error(lines.max_message_bytes)) + b"\n")
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+class _SerialLines(LineTransport):
+    """The editor's stdio, written by both pumps: one message at a time."""
+
+    def __init__(self, stdin: IO[bytes], stdout: IO[bytes], max_bytes: int) -> None:
+        super().__init__(stdin, stdout, max_bytes)
+        self._write_lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        with self._write_lock:
+            super().write(data)
 
 
 def _daemon_to_editor(

@@ -43,6 +43,7 @@ from typing import Final, Literal
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
+from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES
 from toolprep.runtime.assembly import configure_logging, default_data_dir
 from toolprep.runtime.daemon.autostart import (
     SERVE_LOG,
@@ -61,6 +62,7 @@ from toolprep.runtime.daemon.discovery import (
     read_trusted_daemon_file,
     remove_stale_daemon_file,
 )
+from toolprep.runtime.daemon.message_limit import announced_limit
 from toolprep.runtime.daemon.runs_with import Asked, differences
 from toolprep.runtime.daemon.serve_token import TOKEN_ON_COMMAND_LINE, TOKEN_VARIABLE, serve_token
 from toolprep.runtime.stop_signals import StopSignals
@@ -131,7 +133,7 @@ def run_connect(args: argparse.Namespace) -> int:
             joined.socket,
             protocol_in,
             protocol_out,
-            args.max_message_bytes,
+            _message_limit(joined.socket, args.max_message_bytes),
             lambda: stop.requested,
             reply_timeout_s=args.reply_timeout,
             notice=joined.notice,
@@ -143,11 +145,21 @@ def run_connect(args: argparse.Namespace) -> int:
         stop.restore()
 
 
+def _message_limit(socket: ClientConnection, chosen: int | None) -> int:
+    """The limit on editor lines: ``--max-message-bytes`` if given, else the one the daemon
+    announced in its handshake response (the default, for a daemon that announces none)."""
+    if chosen is not None:
+        return chosen
+    response = socket.response
+    announced = announced_limit(response.headers if response is not None else None)
+    return announced if announced is not None else DEFAULT_MAX_LINE_BYTES
+
+
 def _open(args: argparse.Namespace, environ: Mapping[str, str]) -> _Joined:
     """The open WebSocket to the daemon, started first with ``--start`` if none answers."""
     if args.token is not None:
         raise ConnectFailed(f"--token: {TOKEN_ON_COMMAND_LINE}")
-    if args.max_message_bytes < 1:
+    if args.max_message_bytes is not None and args.max_message_bytes < 1:
         raise ConnectFailed(f"--max-message-bytes must be >= 1, got {args.max_message_bytes}")
     if not args.reply_timeout >= 0:  # also rejects NaN
         raise ConnectFailed(f"--reply-timeout must be >= 0 seconds, got {args.reply_timeout}")

@@ -33,7 +33,9 @@ with ``Retry-After``. A client that sends a message over the limit is
 disconnected with close code 1009. None of this touches the sessions,
 which other clients (or the same one, reconnected) go on using. Each
 accepted upgrade carries an ``Acp-Connection-Id`` header, the name its log
-lines use.
+lines use, and a ``Toolprep-Max-Message-Bytes`` header with the message limit,
+which ``toolprep connect`` bridges with (``message_limit``). Frames the daemon
+sends are cut to fit that limit too (``frame_fit``).
 
 Stopping closes every connection at once (1001), within ``stop_budget_s``
 in all; sockets whose client has not answered by then are dropped.
@@ -63,6 +65,7 @@ from toolprep.runtime.daemon.acceptor import Acceptor, listening_socket
 from toolprep.runtime.daemon.admission import Admission, Challenged
 from toolprep.runtime.daemon.daemon_proof import PROOF_TIMEOUT_S, DaemonChallenge
 from toolprep.runtime.daemon.limits import RETRY_AFTER_S
+from toolprep.runtime.daemon.message_limit import LIMIT_HEADER
 from toolprep.runtime.daemon.serial_inbox import SerialInbox
 from toolprep.runtime.daemon.serve_options import (
     DEFAULT_MAX_BUFFERED_BYTES,
@@ -287,6 +290,7 @@ class AcpServer:
         challenge = self._challenges.get(connection)
         if response.status_code == http.HTTPStatus.SWITCHING_PROTOCOLS:
             response.headers[CONNECTION_ID_HEADER] = connection.id.hex
+            response.headers[LIMIT_HEADER] = str(self._max_message_bytes)
             if challenge is not None:
                 response.headers.update(challenge.response_headers())
         elif challenge is not None:

@@ -245,16 +245,20 @@ def test_the_daemon_closing_the_connection_ends_connect_with_its_code(
     )
 
 
-def test_a_message_over_the_limit_either_way_ends_connect_clearly(
+def test_a_message_over_the_limit_is_refused_or_ends_connect_clearly(
     start_daemon: StartDaemon, workdir: Path, open_editor: OpenEditor
 ) -> None:
     daemon = start_daemon("--no-persist", "--workers", "1")
     from_editor = open_editor("--max-message-bytes", "4096", env_extra=_data_home(daemon))
     from_editor.initialize()
     from_editor.send_line(b'{"jsonrpc":"2.0","method":"x","params":"' + b"x" * 5000 + b'"}')
-    assert from_editor.wait_exit() == 1
+    from_editor.wait_for(lambda ms: any(m.get("error", {}).get("code") == -32600 for m in ms))
+    from_editor.initialize()  # the bridge goes on
+    from_editor.close_input()
+    assert from_editor.wait_exit() == 0
     assert from_editor.stderr() == (
-        "toolprep connect: the editor sent a message larger than --max-message-bytes (4096 bytes)\n"
+        "toolprep connect: the editor sent a message over the 4096-byte message limit; "
+        "it was not forwarded and was answered with an error (-32600)\n"
     )
 
     from_daemon = open_editor("--max-message-bytes", "200", env_extra=_data_home(daemon))
