@@ -292,3 +292,21 @@ async def test_the_file_tools_refuse_credentials_and_the_data_dir_and_mask_secre
         assert "kept from tools" in seen
         for secret in ("test-key", SECRETS["DEPLOY_PASSWORD"], "secrettest-ssh", STORED):
             assert secret not in seen
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+async def test_a_command_inherits_no_descriptor_beyond_the_standard_three(
+    workers: str, tmp_path: Path
+) -> None:
+    shell = ("call_fds", "run_shell_command", {"command": "ls /proc/$$/fd"})
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.calls_turn(KIND, [shell])), sc.ok(sc.text_turn(KIND, "Seen.")))
+        command, env = _agent(server, workers)
+        client = RecordingClient()
+        async with running_agent(command, env, client) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("fds")])
+        assert reply.stop_reason == "end_turn"
+    seen = json.dumps(server.requests[1].body)
+    # What the shell running the command holds: nothing of the agent's (its store, its pipes).
+    assert '"content": "0\\n1\\n2\\n[exit code 0]"' in seen, seen
