@@ -112,6 +112,7 @@ def runtime_from_options(options: RuntimeOptions) -> Runtime:
     from toolprep.runtime.retry import RetryPolicy
     from toolprep.runtime.store import SessionStore
     from toolprep.runtime.tools.config import ToolConfig
+    from toolprep.runtime.tools.hidden_paths import HiddenPaths
     from toolprep.runtime.tools.registry import default_registry
     from toolprep.runtime.tools.shell import RunShellCommandTool
 
@@ -119,9 +120,13 @@ def runtime_from_options(options: RuntimeOptions) -> Runtime:
     settings = _settings(options)
     routes = build_routes(settings)
     # Shell permission follows each session's mode (--allow-shell starts them in auto).
-    tool_config = ToolConfig()
-    registry = default_registry(tool_config)
     environment = environment_policy(options, settings)
+    # Every tool masks the secrets; the file tools keep out of the data directory and
+    # the credential files.
+    tool_config = ToolConfig(
+        environment=environment, hidden_paths=HiddenPaths.for_agent(data_dir=options.data_dir)
+    )
+    registry = default_registry(tool_config)
     registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
     retry = RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
     path = store_path(options)

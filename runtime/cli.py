@@ -33,6 +33,7 @@ from toolprep.runtime.event_loops import EVENT_LOOPS
 from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOLS
 from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.options import RuntimeOptions
+from toolprep.runtime.process_secrets import hold_secret
 from toolprep.runtime.process_tuning import tune_process_for_daemon
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
@@ -704,9 +705,10 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     configure_logging(args.log_level)
     try:
         token, origins, mcp_policy = check_serve_arguments(args, os.environ)
-        # Workers inherit it from here, and the tools' environment policy keeps it (and any
-        # copy of its value) out of every tool and MCP server, and masks it in their output.
-        os.environ[SERVE_TOKEN_VARIABLE] = token.value
+        # Held (not in the environment a child inherits): workers get it over their pipe,
+        # and the tools' environment policy keeps it (and any copy of its value) out of
+        # every tool and MCP server, and masks it in their output.
+        hold_secret(SERVE_TOKEN_VARIABLE, token.value)
         hosted = _build_host(args, stop, mcp_policy)
     except _start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
@@ -826,8 +828,23 @@ def _exit_within(code: int, budget_s: float) -> int:
     return code
 
 
+def _protect(args: argparse.Namespace) -> None:
+    """``protect_process`` before anything is started: no other process of the user reads
+    this one's memory, and its environment block and command line hold no secret."""
+    from toolprep.runtime.config import scrubbed_variable_names
+    from toolprep.runtime.process_secrets import protect_process, url_password
+
+    try:
+        scrubbed = scrubbed_variable_names(getattr(args, "scrub_env", ()))
+    except ValueError:  # refused with its message once the options are checked
+        scrubbed = frozenset()
+    password = url_password(getattr(args, "base_url", None))
+    protect_process(scrubbed=scrubbed, command_line=[password] if password else [])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _protect(args)
     if args.command == "acp":
         return run_acp(args)
     if args.command == "serve":

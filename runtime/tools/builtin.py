@@ -2,14 +2,17 @@
 
 Each built-in validates its arguments against its own schema and, when
 ``needs_permission`` says so, asks the client before doing anything; putting
-both in ``run`` here means no tool can forget either. Subclasses implement
-``execute`` with arguments already known to fit their schema.
+both in ``run`` here means no tool can forget either. The same goes for the
+agent's secrets: a ``path`` inside a hidden path (``ToolConfig.hidden_paths``: the data
+directory, credential files) is refused, and every output has the secrets the
+agent holds masked (``ToolConfig.environment``), as a shell command's has.
+Subclasses implement ``execute`` with arguments already known to fit their schema.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, overload
 
@@ -50,10 +53,37 @@ class BuiltinTool:
             )
         if ctx.cancelled.is_set():
             raise ToolError(f"{self.title(args)}: cancelled")
-        return self.execute(args, ctx)
+        raw = args.get("path")
+        if isinstance(raw, str):
+            refused = self.config.hidden_paths.refusal(self.name, raw, ctx.cwd)
+            if refused is not None:
+                raise ToolError(refused)
+        return mask_output(self.execute(args, ctx), self.config.environment.mask)
 
     def execute(self, args: Mapping[str, Any], ctx: ToolContext) -> ToolOutput:
         raise NotImplementedError
+
+
+def mask_output(output: ToolOutput, mask: Callable[[str], str]) -> ToolOutput:
+    """``output`` with ``mask`` applied to every string in it."""
+    return ToolOutput(
+        llm_output=mask(output.llm_output),
+        content=tuple(_masked(item, mask) for item in output.content),
+        raw_output=_masked(output.raw_output, mask),
+        plan=None if output.plan is None else tuple(_masked(p, mask) for p in output.plan),
+    )
+
+
+def _masked(value: Any, mask: Callable[[str], str]) -> Any:
+    match value:
+        case str():
+            return mask(value)
+        case dict():
+            return {key: _masked(item, mask) for key, item in value.items()}
+        case list() | tuple():
+            return type(value)(_masked(item, mask) for item in value)
+        case _:
+            return value
 
 
 @overload

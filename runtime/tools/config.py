@@ -8,7 +8,10 @@ can be shared by all sessions and worker threads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+
+from toolprep.runtime.tools.environment import EnvironmentPolicy
+from toolprep.runtime.tools.hidden_paths import HiddenPaths
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +23,10 @@ class ToolConfig:
     that run without asking as long as the command is a single simple command;
     anything with shell operators still asks. ``max_timeout_s`` bounds any
     timeout the model requests, so a model cannot park a worker for hours.
+
+    ``environment`` masks the agent's secrets in every tool's output (a ``.env`` file
+    read by ``read_file`` holds the provider key as well as ``env`` does), and
+    ``hidden_paths`` are refused by the file tools and passed over by their walks.
 
     ``max_walk_entries``, ``max_search_bytes`` and ``max_walk_seconds`` are the
     work budget of one glob or search call: files and directories visited,
@@ -48,6 +55,10 @@ class ToolConfig:
     max_diff_bytes: int = 512 * 1024
     max_todo_entries: int = 100
     max_todo_entry_chars: int = 2000
+    # What no tool's output may carry (masked as in a command's output), and the paths the
+    # file tools refuse (the data directory, the usual credential files).
+    environment: EnvironmentPolicy = field(default_factory=EnvironmentPolicy)
+    hidden_paths: HiddenPaths = field(default_factory=HiddenPaths)
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -74,6 +74,18 @@ SECRET_NAME_PATTERNS: tuple[str, ...] = (
     "*_DSN",  # SENTRY_DSN
     "*_CONNECTION_STRING",
     "*_COOKIE",
+    # Who the requests are billed to: organisation, project, tenant and subscription ids
+    # (OPENAI_ORG_ID, OPENAI_ORGANIZATION, OPENAI_PROJECT_ID, AZURE_TENANT_ID). Not keys,
+    # but they name the account a leaked key works against, and the SDKs send them.
+    "*_ORG_ID",
+    "*_ORGANIZATION",
+    "*_ORGANIZATION_ID",
+    "*_PROJECT_ID",
+    "*_TENANT_ID",
+    "*_SUBSCRIPTION_ID",
+    # Sessions that grant access (AWS_SESSION_TOKEN, *_SESSION_KEY and *_SESSION_SECRET
+    # are already caught by the rules above).
+    "*_SESSION_TOKEN",
     # Whole families.
     "AWS_*",
     "OP_SESSION_*",  # 1Password CLI sessions

@@ -186,7 +186,14 @@ class GlobTool(BuiltinTool):
         cap = self.config.max_glob_results
         found: list[str] = []
         truncated = False
-        entries = walk(base, ctx.cwd, max_depth=depth, cancelled=ctx.cancelled, budget=budget)
+        entries = walk(
+            base,
+            ctx.cwd,
+            max_depth=depth,
+            cancelled=ctx.cancelled,
+            budget=budget,
+            hidden=self.config.hidden_paths,
+        )
         with closing(entries):
             for entry in entries:
                 if not glob.match(entry.rel):

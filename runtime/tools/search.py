@@ -126,7 +126,9 @@ class SearchTool(BuiltinTool):
     ) -> None:
         matcher = glob_regex(file_glob) if file_glob else None
         by_name = file_glob is not None and "/" not in file_glob
-        entries = walk(base, ctx.cwd, cancelled=ctx.cancelled, budget=budget)
+        entries = walk(
+            base, ctx.cwd, cancelled=ctx.cancelled, budget=budget, hidden=self.config.hidden_paths
+        )
         with closing(entries):
             for entry in entries:
                 if entry.kind != "file":

@@ -41,6 +41,7 @@ from toolprep.runtime.tools.confined_fs import (
     open_subdirectory,
     stat_inside,
 )
+from toolprep.runtime.tools.hidden_paths import HiddenPaths
 from toolprep.runtime.tools.paths import relative_parts, resolve_path
 
 __all__ = [
@@ -220,6 +221,7 @@ def walk(
     max_depth: int | None = None,
     cancelled: threading.Event | None = None,
     budget: WorkBudget | None = None,
+    hidden: HiddenPaths | None = None,
 ) -> Generator[Entry, None, None]:
     """Yield everything below ``base`` (not base itself), depth first, sorted.
 
@@ -227,9 +229,10 @@ def walk(
     ``cancelled`` (or the budget's cancel event) is set mid-walk; ends early,
     with ``budget.stopped`` set, when the budget runs out. ``base.fd`` stays
     the caller's; the descriptors the walk opens are closed when it ends or
-    is closed.
+    is closed. Entries inside ``hidden`` are passed over.
     """
     limit = None if budget is None else budget.max_entries + 1
+    root = os.path.realpath(cwd) if hidden is not None and hidden.roots else None
     stack = [_Dir(base.fd, False, "", 1, iter(_sorted_entries(base.fd, limit)))]
     try:
         while stack:
@@ -248,6 +251,12 @@ def walk(
             if budget is not None and not budget.visit():
                 return
             rel = top.prefix + name
+            if (
+                root is not None
+                and hidden is not None
+                and hidden.covering(os.path.join(root, base.below(rel)))
+            ):
+                continue
             kind = _link_kind(base, rel, cwd) if is_link else own_kind
             if kind is None:
                 continue

@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from toolprep.runtime.process_secrets import secret_variables, withdrawn_names
 from toolprep.runtime.session_host import SessionHostError
 from toolprep.runtime.workers.front_death import front_env
 from toolprep.runtime.workers.protocol import (
@@ -34,7 +33,7 @@ from toolprep.runtime.workers.wire import FrameReader, FrameWriter, WireError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["WorkerProcess", "WorkerSpec", "default_worker_count"]
+__all__ = ["START_FRAME", "WorkerProcess", "WorkerSpec", "default_worker_count"]
 
 
 def default_worker_count() -> int:
@@ -46,10 +45,19 @@ def default_worker_count() -> int:
     return max(1, cores)
 
 
+START_FRAME = "start"
+"""The first frame on a worker's command pipe: its runtime's config and its secrets."""
+
+
 @dataclass(frozen=True)
 class WorkerSpec:
     """How to start a worker: ``factory`` (``package.module:function``) builds its
-    ``Runtime`` from ``config``, a JSON-able value, inside the worker process."""
+    ``Runtime`` from ``config``, a JSON-able value, inside the worker process.
+
+    The config travels in the first frame on the worker's stdin (``start_frame``), not on
+    its command line, where ``ps`` shows it to every user (a ``--base-url`` may carry a
+    password); so do the environment's secrets (``split_environment``).
+    """
 
     factory: str
     config: Any = None
@@ -57,8 +65,24 @@ class WorkerSpec:
     cwd: str | None = None
 
     def command(self) -> list[str]:
-        config = orjson.dumps(self.config).decode()
-        return [sys.executable, "-m", "toolprep.runtime.workers.worker", self.factory, config]
+        return [sys.executable, "-m", "toolprep.runtime.workers.worker", self.factory]
+
+    def split_environment(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The worker's environment, and the secrets kept out of it for its pipe.
+
+        Kept out: what the tools would never inherit by name or value
+        (``secret_variables``) and what this process withdrew from its own
+        environment at start (``withdrawn_names``): the provider key, the serve token,
+        cloud credentials. In its environment block another process of the user
+        could read them (``/proc/<pid>/environ``); on the pipe only the worker does.
+        """
+        base = dict(os.environ if self.env is None else self.env)
+        secrets = secret_variables(base)
+        secrets |= {name: base[name] for name in withdrawn_names() if name in base}
+        return {k: v for k, v in base.items() if k not in secrets}, secrets
+
+    def start_frame(self, secrets: Mapping[str, str]) -> dict[str, Any]:
+        return {"type": START_FRAME, "config": self.config, "environment": dict(secrets)}
 
 
 class WorkerProcess:
@@ -69,17 +93,22 @@ class WorkerProcess:
 
     def __init__(self, slot: int, spec: WorkerSpec) -> None:
         self.slot = slot
+        env, secrets = spec.split_environment()
         self.process = subprocess.Popen(
             spec.command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=front_env(dict(os.environ if spec.env is None else spec.env)),
+            env=front_env(env),
             cwd=spec.cwd,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.writer = FrameWriter(self.process.stdin.fileno())
         self.reader = FrameReader(self.process.stdout)
         self._closed = False
+        try:
+            self.writer.write(spec.start_frame(secrets))
+        except OSError as exc:  # it died at once: await_ready reports how
+            logger.error("cannot hand worker %d its start frame: %r", slot, exc)
 
     @property
     def pid(self) -> int:

@@ -1,9 +1,12 @@
 """A worker process: one whole ``Runtime`` serving the sessions its front routes to it.
 
-Run as ``python -m toolprep.runtime.workers.worker FACTORY CONFIG``: FACTORY
+Run as ``python -m toolprep.runtime.workers.worker FACTORY``: FACTORY
 names a function (``package.module:function``) that builds the runtime from
-CONFIG (JSON), so a worker runs exactly the tools and providers its front's
-owner configured. Commands arrive on stdin and frames leave on stdout
+the config of the first frame on stdin (``start``), so a worker runs exactly the tools
+and providers its front's owner configured. That frame also carries the secrets of
+the front's environment (the provider key, the serve token), which are kept out of the
+worker's environment and command line, where other processes of the user could read
+them (``process_secrets``). Commands arrive on stdin and frames leave on stdout
 (``wire``); stdout carries nothing else. The worker ends when its front
 says so or goes away (stdin closes): either way every running turn is
 cancelled first, so its cards get their terminal updates. Should the front
@@ -33,6 +36,7 @@ from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.host import Runtime
 from toolprep.runtime.mcp.policy import McpRefused
 from toolprep.runtime.mcp.specs import McpServerSpec
+from toolprep.runtime.process_secrets import hold_secret, protect_process
 from toolprep.runtime.process_tuning import tune_process_for_daemon
 from toolprep.runtime.session_host import (
     ClientRequest,
@@ -297,10 +301,30 @@ def _front_stops_this_worker(signum: int, frame: FrameType | None) -> None:
     """SIGHUP: nothing to do here, the front ends this worker through the pipe."""
 
 
+def read_start(commands: IO[bytes]) -> Any:
+    """The config of the front's first frame; its secrets go into ``os.environ`` (held:
+    not in the environment a child inherits). Raises ``WireError`` for anything else."""
+    frame = FrameReader(commands).read()
+    match frame:
+        case ({"type": "start", "config": config, "environment": dict(environment)}, b""):
+            for name, value in environment.items():
+                if not isinstance(name, str) or not isinstance(value, str):
+                    raise WireError(f"a start frame with an environment entry {name!r}")
+                hold_secret(name, value)
+            return config
+        case _:
+            raise WireError(f"expected the start frame first, not {frame!r:.200}")
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m toolprep.runtime.workers.worker FACTORY CONFIG", file=sys.stderr)
+    if len(argv) != 1:
+        print(
+            "usage: python -m toolprep.runtime.workers.worker FACTORY "
+            "(the config comes in the first frame on stdin)",
+            file=sys.stderr,
+        )
         return 2
+    protect_process()
     # The front stops workers through the pipe; an interrupt or a hangup aimed at the
     # whole process group (Ctrl-C, a closed terminal) must not kill them under it.
     # SIGHUP gets a handler rather than SIG_IGN, which tool processes would inherit.
@@ -312,8 +336,14 @@ def main(argv: list[str]) -> int:
     frames_out = os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to stderr
     sys.stdout = sys.stderr
+    commands = open(sys.stdin.fileno(), "rb", closefd=False)  # noqa: SIM115
     try:
-        runtime = load_factory(argv[0])(orjson.loads(argv[1]))
+        config = read_start(commands)
+    except WireError as exc:
+        print(f"toolprep worker: {exc}", file=sys.stderr)
+        return 2
+    try:
+        runtime = load_factory(argv[0])(config)
     except Exception as exc:
         print(f"toolprep worker: cannot build the runtime: {exc}", file=sys.stderr)
         return 2
@@ -324,7 +354,6 @@ def main(argv: list[str]) -> int:
     writer = EventWriter(FrameWriter(frames_out))
     report_tool_groups(runtime, writer)
     writer.write(Ready(os.getpid()))
-    commands = open(sys.stdin.fileno(), "rb", closefd=False)  # noqa: SIM115
     try:
         WorkerLoop(runtime, writer).run(commands)
     except (WireError, ProtocolError) as exc:

@@ -130,7 +130,8 @@ async def test_a_secret_a_server_finds_on_its_own_is_masked_in_its_result(
     workers: str, tmp_path: Path
 ) -> None:
     """A server kept from the key by its environment reads it from its parent's
-    ``/proc/<pid>/environ``; neither the card nor the model sees the value."""
+    ``/proc/<pid>/environ``; the value is not there, and neither the card nor the model
+    sees it."""
     key = f"sk-ant-{uuid.uuid4().hex}"
     calls: list[tuple[str, str, dict[str, Any]]] = [("call_leak", "mcp__echo__parent_environ", {})]
     with FakeProviderServer() as server:
@@ -145,8 +146,9 @@ async def test_a_secret_a_server_finds_on_its_own_is_masked_in_its_result(
 
         frames = client.frames()
         card = _card_text(frames, "call_leak")
-        # The server did read its parent's environment, the key's entry included.
-        assert "ANTHROPIC_API_KEY=[redacted]" in card, card
+        # The server did read its parent's environment block: the key was withdrawn from it
+        # at start (the front's holds ANTHROPIC_API_KEY= and no value; a worker's none).
+        assert "HOME=" in card, card
         assert key not in card
         assert key not in json.dumps(server.requests[1].body)
 

@@ -130,6 +130,7 @@ def test_a_worker_given_a_broken_command_stops_with_a_clear_error(tmp_path: Path
         )
         assert process.stdin is not None and process.stdout is not None
         try:
+            FrameWriter(process.stdin.fileno()).write(spec.start_frame({}))
             ready = FrameReader(process.stdout).read()
             assert ready is not None and ready[0]["type"] == "ready"
             FrameWriter(process.stdin.fileno()).write({"type": "explode", "call": 1})
@@ -152,4 +153,4 @@ def test_the_worker_entry_point_explains_its_usage() -> None:
         timeout=60,
     )
     assert done.returncode == 2
-    assert b"usage: python -m toolprep.runtime.workers.worker FACTORY CONFIG" in done.stderr
+    assert b"usage: python -m toolprep.runtime.workers.worker FACTORY " in done.stderr
