@@ -43,6 +43,7 @@ import http
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Final
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -107,7 +108,10 @@ class AcpServer:
         ping_timeout_s: float | None = DEFAULT_PING_TIMEOUT_S,
         stop_budget_s: float = STOP_BUDGET_S,
         event_loop: EventLoopChoice = "auto",
+        agent_meta: Mapping[str, object] | None = None,
     ) -> None:
+        """``agent_meta``: what ``initialize`` says under ``_meta.toolprep``."""
+        self._agent_meta = dict(agent_meta or {})
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections}")
         self.pool = pool
@@ -286,7 +290,7 @@ class AcpServer:
         )
         connection = JsonRpcConnection.over(transport, name=name)
         client = self.pool.client()
-        AcpAgent(client, connection, archive=client)
+        AcpAgent(client, connection, archive=client, meta=self._agent_meta)
         inbox: SerialInbox[bytes] = SerialInbox(self._executor, connection.receive, self._loop)
         sender = asyncio.create_task(transport.run(), name=f"{name}-sender")
         self._live[socket] = transport
