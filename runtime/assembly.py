@@ -31,6 +31,9 @@ from toolprep.runtime.options import RuntimeOptions
 if TYPE_CHECKING:
     from toolprep.runtime.host import Runtime
     from toolprep.runtime.tools.environment import EnvironmentPolicy
+    from toolprep.runtime.tools.sandbox import Sandbox, SandboxStatus
+
+logger = logging.getLogger(__name__)
 
 STORE_FILE = "sessions.db"
 
@@ -50,6 +53,7 @@ def check_options(options: RuntimeOptions) -> None:
     check_compact_at(options.compact_at)
     starting_mode(options)
     check_event_loop(options.event_loop)
+    sandbox_status(options)  # --sandbox on refuses to start without one
     timeout = options.mcp_call_timeout
     if timeout is not None and not timeout > 0:
         raise ValueError(f"--mcp-call-timeout must be > 0, got {timeout}")
@@ -127,7 +131,10 @@ def runtime_from_options(options: RuntimeOptions) -> Runtime:
         environment=environment, hidden_paths=HiddenPaths.for_agent(data_dir=options.data_dir)
     )
     registry = default_registry(tool_config)
-    registry.register(RunShellCommandTool(tool_config, environment=environment), replace=True)
+    sandbox = sandbox_from_options(options)
+    registry.register(
+        RunShellCommandTool(tool_config, environment=environment, sandbox=sandbox), replace=True
+    )
     retry = RetryPolicy(max_retries=settings.max_retries, max_delay=settings.max_retry_wait)
     path = store_path(options)
     store = (
@@ -142,6 +149,7 @@ def runtime_from_options(options: RuntimeOptions) -> Runtime:
         trusted_servers=frozenset(options.trust_mcp_server),
         environment=environment,
         policy=options.mcp_policy,
+        sandbox=sandbox,
     )
     compact_at = check_compact_at(options.compact_at)
     config = RuntimeConfig(
@@ -149,8 +157,12 @@ def runtime_from_options(options: RuntimeOptions) -> Runtime:
         event_loop=check_event_loop(options.event_loop),
         compaction=CompactionPolicy(at=compact_at),
         default_mode=starting_mode(options),
+        session_notice=sandbox_status(options).notice(),
     )
-    return Runtime(routes, registry, config, store=store, mcp=mcp)
+    runtime = Runtime(routes, registry, config, store=store, mcp=mcp)
+    if sandbox is not None:
+        sandbox.session_directories = runtime.session_directories
+    return runtime
 
 
 def worker_runtime_from_options(raw: Any) -> Runtime:
@@ -170,6 +182,59 @@ def worker_runtime_from_options(raw: Any) -> Runtime:
         if isinstance(route.provider, DeferredProvider):
             route.provider.resolve()  # the SDK client is built before any stream loop runs
     return runtime
+
+
+def sandbox_status(options: RuntimeOptions) -> SandboxStatus:
+    """Whether this runtime's commands run sandboxed (``--sandbox``); probes ``bwrap``
+    once per process. ``ValueError`` for ``--sandbox on`` where no sandbox can be had,
+    and for a bad ``--sandbox-limit``."""
+    from toolprep.runtime.tools.sandbox import (
+        SandboxStatus,
+        check_sandbox_mode,
+        parse_limits,
+        probe,
+    )
+
+    parse_limits(options.sandbox_limit)
+    mode = check_sandbox_mode(options.sandbox)
+    if mode == "off":
+        return SandboxStatus("off", "--sandbox off", network=True)
+    found = probe()
+    if found.state != "on":
+        if mode == "on":
+            raise ValueError(f"--sandbox on, but no sandbox can be had: {found.reason}")
+        return found
+    return SandboxStatus("on", network=options.sandbox_network, bwrap=found.bwrap)
+
+
+def announce_sandbox(options: RuntimeOptions) -> SandboxStatus:
+    """``sandbox_status``, with one log line when commands run unconfined against the
+    default (the process that serves the client calls it once)."""
+    status = sandbox_status(options)
+    if status.state == "unavailable":
+        logger.warning(
+            "no sandbox: shell commands and MCP servers run with this process's rights (%s)",
+            status.reason,
+        )
+    return status
+
+
+def sandbox_from_options(options: RuntimeOptions) -> Sandbox | None:
+    """The sandbox commands run in, or None when they run unconfined."""
+    from toolprep.runtime.tools.sandbox import Sandbox, credential_paths, parse_limits
+
+    status = sandbox_status(options)
+    if status.state != "on" or status.bwrap is None:
+        return None
+    hidden = [default_data_dir(), *credential_paths(Path.home(), os.environ)]
+    if options.data_dir:
+        hidden.append(Path(options.data_dir).expanduser())
+    return Sandbox(
+        status.bwrap,
+        network=options.sandbox_network,
+        limits=parse_limits(options.sandbox_limit),
+        hidden=tuple(hidden),
+    )
 
 
 def environment_policy(options: RuntimeOptions, settings: ProviderSettings) -> EnvironmentPolicy:

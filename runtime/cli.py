@@ -213,6 +213,33 @@ def _runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "and are refused in plan mode whatever they claim)",
     )
     acp.add_argument(
+        "--sandbox",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="confine shell commands and stdio MCP servers with bubblewrap (bwrap): the "
+        "system read-only, only the session's directory writable, a private /tmp, the data "
+        "directory, other sessions' directories and credential files (~/.ssh, ~/.aws, ...) "
+        "hidden, no network, resource limits. auto = when bwrap works here, saying so when "
+        "it does not; on = refuse to start without it; off = run them unconfined "
+        "(default auto)",
+    )
+    acp.add_argument(
+        "--sandbox-network",
+        action="store_true",
+        help="let sandboxed commands and MCP servers use the network (default: none, not "
+        "even loopback)",
+    )
+    acp.add_argument(
+        "--sandbox-limit",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a resource limit of each sandboxed command, per process: processes=N (the "
+        "kernel exempts root), memory=MiB (address space), cpu=SECONDS, file=MiB (largest "
+        "file written); repeatable (default processes=4096, memory=32768, cpu=3600, "
+        "file=16384)",
+    )
+    acp.add_argument(
         "--event-loop",
         choices=EVENT_LOOPS,
         default="auto",
@@ -675,12 +702,20 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
     # and a buffered stream's lock held by it would abort interpreter shutdown.
     protocol_in = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # noqa: SIM115
     connection = JsonRpcConnection(protocol_in, protocol_out, max_line_bytes=args.max_line_bytes)
-    agent = AcpAgent(hosted.host, connection, hosted.archive)
+    agent = AcpAgent(hosted.host, connection, hosted.archive, meta=_agent_meta(args))
     tune_process_for_daemon()
     agent.serve(lambda: stop.requested)
     if hosted.store is not None:
         hosted.store.close()
     return 0
+
+
+def _agent_meta(args: argparse.Namespace) -> dict[str, object]:
+    """What ``initialize`` says under ``_meta.toolprep``: whether commands run sandboxed
+    (logged once here when they cannot be)."""
+    from toolprep.runtime.assembly import announce_sandbox
+
+    return {"sandbox": announce_sandbox(RuntimeOptions.from_arguments(args)).to_meta()}
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -743,6 +778,7 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
             ping_interval_s=args.ping_interval or None,
             ping_timeout_s=args.ping_timeout or None,
             event_loop=args.event_loop,
+            agent_meta=_agent_meta(args),
         )
     except (ValueError, OSError) as exc:
         pool.shutdown()

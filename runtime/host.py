@@ -111,6 +111,8 @@ class RuntimeConfig:
     """When a session's history is summarised to fit the context window (``--compact-at``)."""
     default_mode: SessionMode = DEFAULT_MODE
     """The mode a new session starts in (and a stored one that never kept a mode)."""
+    session_notice: str | None = None
+    """Shown in each session before its first turn (that commands run unsandboxed)."""
 
 
 class Runtime:
@@ -147,6 +149,8 @@ class Runtime:
         # Each open session and the route its turns start with (its chosen model).
         self._sessions: dict[str, int] = {}
         self._models = tuple(dict.fromkeys(route.model for route in self.routes))
+        self._cwds: dict[str, str] = {}  # each open session's directory
+        self._noticed: set[str] = set()  # sessions shown config.session_notice
         self._modes: dict[str, SessionMode] = {}  # each open session's mode
         self._client_fs: dict[str, ClientFilesystem] = {}
         self._requests = ClientRequests()
@@ -379,6 +383,7 @@ class Runtime:
             if session_id in self._sessions:
                 raise ValueError(f"a session with this id is already open: {session_id}")
             self._sessions[session_id] = route
+            self._cwds[session_id] = cwd
             self._modes[session_id] = mode
             if client_fs is not None:
                 self._client_fs[session_id] = client_fs
@@ -395,6 +400,7 @@ class Runtime:
         except BaseException:
             with self._lock:
                 self._sessions.pop(session_id, None)
+                self._cwds.pop(session_id, None)
                 self._modes.pop(session_id, None)
                 self._client_fs.pop(session_id, None)
             self.mcp.close(session_id)
@@ -477,6 +483,16 @@ class Runtime:
                 logger.error("the mode of %s is not kept: %s", session_id, exc)
         return SessionConfig(model, self._models, mode)
 
+    def session_directories(self) -> set[str]:
+        """The directories of the sessions this runtime serves, and, with a store, of every
+        session it keeps (other processes' included): what a sandboxed command of one
+        session must not see of the others."""
+        with self._lock:
+            found = set(self._cwds.values())
+        if self.store is not None:
+            found.update(self.store.session_directories())
+        return found
+
     def has_session(self, session_id: str) -> bool:
         with self._lock:
             return session_id in self._sessions
@@ -501,6 +517,13 @@ class Runtime:
             self._outstanding[session_id] += 1
         reply.add_done_callback(lambda _done: self._prompt_done(session_id))
         notes = self.mcp.take_notes(session_id)
+        notice = self.config.session_notice
+        if notice is not None:
+            with self._lock:
+                first = session_id not in self._noticed
+                self._noticed.add(session_id)
+            if first:
+                notes = [notice, *notes]
         if notes:
             # Told before the turn starts, so they come first in the emitter's queue.
             updates = tuple(agent_message_chunk(note) for note in notes)
@@ -573,6 +596,8 @@ class Runtime:
             if session_id not in self._sessions:
                 raise UnknownSession(session_id)
             del self._sessions[session_id]
+            self._cwds.pop(session_id, None)
+            self._noticed.discard(session_id)
             self._modes.pop(session_id, None)
             self._client_fs.pop(session_id, None)
             self._closing[session_id] = closed  # in the same step, so a reopen sees it

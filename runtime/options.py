@@ -43,6 +43,9 @@ class RuntimeOptions:
     mcp_call_timeout: float | None = DEFAULT_CALL_TIMEOUT_S
     max_mcp_tools: int | None = DEFAULT_MAX_TOOLS
     trust_mcp_server: tuple[str, ...] = ()
+    sandbox: str = "auto"
+    sandbox_network: bool = False
+    sandbox_limit: tuple[str, ...] = ()
     log_level: str = "WARNING"
     data_dir: str | None = None
     synchronous: Synchronous = DEFAULT_SYNCHRONOUS
@@ -73,6 +76,9 @@ class RuntimeOptions:
             mcp_call_timeout=args.mcp_call_timeout,
             max_mcp_tools=args.max_mcp_tools,
             trust_mcp_server=tuple(args.trust_mcp_server),
+            sandbox=args.sandbox,
+            sandbox_network=args.sandbox_network,
+            sandbox_limit=tuple(args.sandbox_limit),
             log_level=args.log_level,
             data_dir=args.data_dir,
             synchronous=args.synchronous,

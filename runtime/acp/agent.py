@@ -17,7 +17,7 @@ import math
 import os
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from importlib import metadata
 from typing import Any, assert_never
@@ -341,8 +341,12 @@ class AcpAgent:
         host: SessionHost,
         connection: JsonRpcConnection,
         archive: SessionArchive | None = None,
+        *,
+        meta: Mapping[str, object] | None = None,
     ) -> None:
+        """``meta``: what ``initialize`` says under ``_meta.toolprep`` (the sandbox)."""
         self.host = host
+        self.meta = dict(meta or {})
         self.archive = archive
         self.connection = connection
         self.client_capabilities: dict[str, Any] = {}
@@ -367,7 +371,7 @@ class AcpAgent:
         require(params, "protocolVersion", int)
         capabilities = params.get("clientCapabilities")
         self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
-        return {
+        result: dict[str, Any] = {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": self.archive is not None,
@@ -382,6 +386,9 @@ class AcpAgent:
             "authMethods": [],
             "agentInfo": {"name": "toolprep", "title": "toolprep", "version": _version()},
         }
+        if self.meta:
+            result["_meta"] = {META_KEY: self.meta}
+        return result
 
     def authenticate(self, params: Any, request_id: Any = None) -> dict[str, Any]:
         return {}

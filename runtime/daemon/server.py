@@ -50,6 +50,7 @@ import logging
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from typing import Final
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -116,7 +117,10 @@ class AcpServer:
         ping_timeout_s: float | None = DEFAULT_PING_TIMEOUT_S,
         stop_budget_s: float = STOP_BUDGET_S,
         event_loop: EventLoopChoice = "auto",
+        agent_meta: Mapping[str, object] | None = None,
     ) -> None:
+        """``agent_meta``: what ``initialize`` says under ``_meta.toolprep``."""
+        self._agent_meta = dict(agent_meta or {})
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections}")
         self.pool = pool
@@ -339,7 +343,7 @@ class AcpServer:
         )
         connection = JsonRpcConnection.over(transport, name=name)
         client = self.pool.client()
-        AcpAgent(client, connection, archive=client)
+        AcpAgent(client, connection, archive=client, meta=self._agent_meta)
         inbox: SerialInbox[bytes] = SerialInbox(self._executor, connection.receive, self._loop)
         sender = asyncio.create_task(transport.run(), name=f"{name}-sender")
         self._live[socket] = transport

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.tools.environment import EnvironmentPolicy
+from toolprep.runtime.tools.sandbox import Sandbox
 
 DEFAULT_CALL_TIMEOUT_S = 60.0
 DEFAULT_MAX_TOOLS = 512
@@ -46,6 +47,8 @@ class McpConfig:
     environment: EnvironmentPolicy = field(default_factory=EnvironmentPolicy)
     policy: McpPolicy = field(default_factory=McpPolicy.trusted)
     trusted_servers: frozenset[str] = frozenset()
+    sandbox: Sandbox | None = None
+    """Confines each stdio server as it confines shell commands (None: unconfined)."""
 
     def __post_init__(self) -> None:
         positive = (

@@ -96,6 +96,7 @@ class McpConnection:
                 cwd=cwd,
                 grace_s=config.stop_grace_s,
                 on_change=on_process,
+                sandbox=config.sandbox,
             )
         self._config = config
         self._client: Client | None = None

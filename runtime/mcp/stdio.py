@@ -41,6 +41,7 @@ from toolprep.runtime.tools.process_tree import (
     executable_or_raise,
     subreaper_argv,
 )
+from toolprep.runtime.tools.sandbox import Sandbox
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -71,9 +72,11 @@ class ServerProcess:
         cwd: str,
         grace_s: float,
         on_change: Callable[[int, bool], None] | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         """``on_change(pid, live)`` hears when the process starts and when it is gone."""
         self.argv = list(argv)
+        self.sandbox = sandbox
         self.on_change = on_change
         self.env = dict(env)
         self.cwd = cwd
@@ -94,8 +97,11 @@ class ServerProcess:
     def start(self) -> None:
         """Start the server in a process group of its own; ``OSError`` if it cannot run."""
         executable_or_raise(self.argv[0], cwd=self.cwd, env=self.env)
+        argv = subreaper_argv(self.argv)
+        if self.sandbox is not None:
+            argv = self.sandbox.wrap(argv, cwd=self.cwd)
         self.popen = subprocess.Popen(
-            subreaper_argv(self.argv),
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=self.cwd,

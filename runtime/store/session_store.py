@@ -783,6 +783,12 @@ class SessionStore:
             frames.append(orjson.dumps(gap_mark(reserved - expected + 1, expected - 1, cause)))
         return tuple(frames)
 
+    def session_directories(self) -> set[str]:
+        """The directory of every session kept (not deleted), whichever process serves it."""
+        with self._transaction("list session directories", read=True) as db:
+            rows = db.execute("SELECT DISTINCT cwd FROM sessions WHERE deleted = 0").fetchall()
+        return {row[0] for row in rows if isinstance(row[0], str)}
+
     def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, limit: int = 50
     ) -> tuple[list[SessionInfo], str | None]:

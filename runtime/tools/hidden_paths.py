@@ -7,9 +7,10 @@ token in ``serve.json``). So ``read_file``, ``write_file``, ``list_directory``,
 walks pass over them without a word: what a hidden directory holds is never
 read, and its name alone gives nothing away beyond its existence.
 
-``CREDENTIAL_PATHS`` is the list a sandbox around shell commands would hide
-too: SSH keys, cloud and cluster credentials, registry logins, netrc-style
-password files and keyrings, all below the home directory.
+``CREDENTIAL_PATHS`` is also the list the sandbox hides from commands and MCP
+servers (``runtime/tools/sandbox.py``): SSH keys, cloud and cluster credentials,
+registry logins, netrc-style password files and keyrings, all below the home
+directory. One list, so a file a tool may not read is never one a command can.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ CREDENTIAL_PATHS: tuple[str, ...] = (
     ".azure",
     ".config/gcloud",
     ".kube",
-    ".docker/config.json",
+    ".docker",
     ".config/containers/auth.json",
     ".netrc",
     ".git-credentials",
     ".config/git/credentials",
-    ".config/gh/hosts.yml",
+    ".config/gh",
     ".pgpass",
     ".my.cnf",
     ".npmrc",

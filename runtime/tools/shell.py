@@ -35,6 +35,7 @@ from toolprep.runtime.tools.capture import HeadTailBuffer
 from toolprep.runtime.tools.config import ToolConfig
 from toolprep.runtime.tools.environment import EnvironmentPolicy
 from toolprep.runtime.tools.process_groups import ProcessGroups, group_exists
+from toolprep.runtime.tools.sandbox import Sandbox
 
 _POLL_S = 0.05
 _DRAIN_S = 0.25
@@ -228,8 +229,10 @@ class RunShellCommandTool(BuiltinTool):
         *,
         environment: EnvironmentPolicy | None = None,
         processes: ProcessGroups | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         super().__init__(config)
+        self.sandbox = sandbox
         self.environment = environment if environment is not None else EnvironmentPolicy()
         self.processes = (
             processes if processes is not None else ProcessGroups(self.config.kill_grace_s)
@@ -278,9 +281,11 @@ class RunShellCommandTool(BuiltinTool):
         if not os.path.isdir(ctx.cwd):
             raise ToolError(f"{self.name}: the session directory {ctx.cwd} does not exist")
         try:
+            argv = ["/bin/sh", "-c", command]
+            if self.sandbox is not None:
+                argv = self.sandbox.wrap(argv, cwd=str(ctx.cwd))
             proc = subprocess.Popen(
-                command,
-                shell=True,
+                argv,
                 cwd=ctx.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

@@ -147,6 +147,9 @@ _OPTION_KINDS: dict[str, tuple[type, ...]] = {
     "mcp_call_timeout": (int, float, NoneType),
     "max_mcp_tools": (int, NoneType),
     "trust_mcp_server": (list,),
+    "sandbox": (str,),
+    "sandbox_network": (bool,),
+    "sandbox_limit": (list,),
     "log_level": (str,),
     "data_dir": (str, NoneType),
     "synchronous": (str,),
@@ -156,7 +159,7 @@ _OPTION_KINDS: dict[str, tuple[type, ...]] = {
 }
 """The JSON kind of each ``RuntimeOptions`` field."""
 
-_NAME_LISTS = ("fallback_model", "scrub_env", "pass_env", "trust_mcp_server")
+_NAME_LISTS = ("fallback_model", "scrub_env", "pass_env", "trust_mcp_server", "sandbox_limit")
 
 
 def dump_options(options: RuntimeOptions) -> dict[str, Any]:

@@ -36,6 +36,10 @@ from tests.support.runtime_harness import check_cards, lifecycle, tool_frames
 KIND = "anthropic"
 DEADLINE_S = 20.0
 PROBE = "TOOLPREP_MCP_PROBE"
+# These tests count and signal the servers' processes by their machine pids: unsandboxed
+# (under bwrap each server has two more processes, and its own pids; the sandboxed server
+# is tests/acp/test_sandbox.py's).
+UNCONFINED = ("--sandbox", "off")
 
 
 def echo_server(tag: str, name: str = "echo") -> McpServerStdio:
@@ -89,7 +93,14 @@ async def test_mcp_tools_run_as_session_tools(workers: str, tmp_path: Path) -> N
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.calls_turn(KIND, calls)), sc.ok(sc.text_turn(KIND, "Echoed.")))
         command, env = agent_command(
-            KIND, server, "--no-persist", "--workers", workers, "--trust-mcp-server", "echo"
+            KIND,
+            server,
+            *UNCONFINED,
+            "--no-persist",
+            "--workers",
+            workers,
+            "--trust-mcp-server",
+            "echo",
         )
         client = RecordingClient()
         async with running_agent(command, env, client) as (conn, _):
@@ -136,7 +147,9 @@ async def test_a_secret_a_server_finds_on_its_own_is_masked_in_its_result(
     calls: list[tuple[str, str, dict[str, Any]]] = [("call_leak", "mcp__echo__parent_environ", {})]
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.calls_turn(KIND, calls)), sc.ok(sc.text_turn(KIND, "Read.")))
-        command, env = agent_command(KIND, server, "--no-persist", "--workers", workers)
+        command, env = agent_command(
+            KIND, server, *UNCONFINED, "--no-persist", "--workers", workers
+        )
         env["ANTHROPIC_API_KEY"] = key
         client = RecordingClient()
         async with running_agent(command, env, client) as (conn, _):
@@ -170,7 +183,14 @@ async def test_crash_and_timeout_fail_their_cards_and_the_session_goes_on(
             sc.ok(sc.text_turn(KIND, "Still here.")),
         )
         command, env = agent_command(
-            KIND, server, "--no-persist", "--workers", workers, "--mcp-call-timeout", "2"
+            KIND,
+            server,
+            *UNCONFINED,
+            "--no-persist",
+            "--workers",
+            workers,
+            "--mcp-call-timeout",
+            "2",
         )
         client = RecordingClient()
         async with running_agent(command, env, client) as (conn, _):
@@ -210,7 +230,7 @@ async def test_a_killed_worker_takes_its_servers_and_the_replacement_starts_them
     calls = [("call_probe", "mcp__echo__env_has", {"name": PROBE})]
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.calls_turn(KIND, calls)), sc.ok(sc.text_turn(KIND, "Back.")))
-        command, env = agent_command(KIND, server, "--no-persist", "--workers", "2")
+        command, env = agent_command(KIND, server, *UNCONFINED, "--no-persist", "--workers", "2")
         client = RecordingClient()
         async with running_agent(command, env, client) as (conn, agent):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[echo_server(tag)])
@@ -241,7 +261,7 @@ def test_server_that_cannot_start_is_left_out_with_a_warning(tmp_path: Path) -> 
     good = echo_server(tag).model_dump(by_alias=True, exclude_none=True)
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.text_turn(KIND, "Hi.")))
-        command, env = agent_command(KIND, server, "--no-persist", "--workers", "1")
+        command, env = agent_command(KIND, server, *UNCONFINED, "--no-persist", "--workers", "1")
         agent = AgentProcess(command, env, REPO, tmp_path / "stderr.log")
         try:
             init = agent.reply(agent.request("initialize", {"protocolVersion": 1}))
@@ -276,7 +296,7 @@ def test_a_slow_server_holds_up_only_its_own_session_new(tmp_path: Path) -> None
     }
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.text_turn(KIND, "Quick.")), sc.ok(sc.text_turn(KIND, "Slow.")))
-        command, env = agent_command(KIND, server, "--no-persist", "--workers", "1")
+        command, env = agent_command(KIND, server, *UNCONFINED, "--no-persist", "--workers", "1")
         agent = AgentProcess(command, env, REPO, tmp_path / "stderr.log")
         try:
             agent.reply(agent.request("initialize", {"protocolVersion": 1}))
@@ -299,7 +319,7 @@ def test_a_slow_server_holds_up_only_its_own_session_new(tmp_path: Path) -> None
 def test_malformed_server_entry_is_a_named_invalid_params_error(tmp_path: Path) -> None:
     entry = {"name": "half", "args": [], "env": []}  # no command
     with FakeProviderServer() as server:
-        command, env = agent_command(KIND, server, "--no-persist", "--workers", "1")
+        command, env = agent_command(KIND, server, *UNCONFINED, "--no-persist", "--workers", "1")
         agent = AgentProcess(command, env, REPO, tmp_path / "stderr.log")
         try:
             agent.reply(agent.request("initialize", {"protocolVersion": 1}))
@@ -330,7 +350,7 @@ def test_loaded_session_gets_the_servers_of_the_load_request(tmp_path: Path) -> 
         # Trusted, so the read-only probe runs without asking (no one here answers).
         trusted = ("--trust-mcp-server", "echo")
         command, env = agent_command(
-            KIND, server, "--data-dir", str(data), "--workers", "2", *trusted
+            KIND, server, *UNCONFINED, "--data-dir", str(data), "--workers", "2", *trusted
         )
         agent = AgentProcess(command, env, REPO, tmp_path / "stderr.log")
         try:
@@ -396,7 +416,7 @@ async def test_http_server_tools_run_too(http_echo_server: str, tmp_path: Path) 
     calls = [("call_web", "mcp__web__echo", {"text": "over http"})]
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.calls_turn(KIND, calls)), sc.ok(sc.text_turn(KIND, "Done.")))
-        command, env = agent_command(KIND, server, "--no-persist", "--workers", "1")
+        command, env = agent_command(KIND, server, *UNCONFINED, "--no-persist", "--workers", "1")
         client = RecordingClient()
         async with running_agent(command, env, client) as (conn, _):
             web = HttpMcpServer(type="http", name="web", url=http_echo_server, headers=[])

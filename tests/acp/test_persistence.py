@@ -31,7 +31,16 @@ SESSION_NOT_FOUND = -32002
 
 def _agent(server: FakeProviderServer, data_dir: Path, cwd: Path, workers: int) -> AgentProcess:
     command, env = agent_command(
-        KIND, server, "--allow-shell", "--data-dir", str(data_dir), "--workers", str(workers)
+        KIND,
+        server,
+        "--allow-shell",
+        "--data-dir",
+        str(data_dir),
+        "--workers",
+        str(workers),
+        # A test kills the pid a command wrote: the machine's pid only unsandboxed.
+        "--sandbox",
+        "off",
     )
     return AgentProcess(command, env, cwd, cwd / f"stderr-{os.urandom(4).hex()}.log")
 

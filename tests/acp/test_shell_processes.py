@@ -22,6 +22,10 @@ from tests.support.runtime_harness import check_cards, lifecycle
 
 KIND = "anthropic"
 DEADLINE_S = 20.0
+# The commands write their pids for the test to check: the machine's pids only unsandboxed
+# (a sandboxed command has its own PID namespace, and its children end with it:
+# tests/acp/test_sandbox.py).
+UNCONFINED = ("--sandbox", "off")
 
 
 @pytest.mark.parametrize(
@@ -42,7 +46,7 @@ async def test_background_child_dies_when_the_turn_ends(
             sc.ok(sc.text_turn(KIND, "Started it.")),
         )
         client = RecordingClient()
-        command_line, env = agent_command(KIND, server, "--allow-shell")
+        command_line, env = agent_command(KIND, server, "--allow-shell", *UNCONFINED)
         async with running_agent(command_line, env, client) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
@@ -62,7 +66,9 @@ async def test_cancel_kills_the_running_command_and_its_children(
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.calls_turn(KIND, [sc.shell(command)])))
         client = RecordingClient()
-        async with running_agent(*agent_command(KIND, server, "--allow-shell"), client) as (
+        async with running_agent(
+            *agent_command(KIND, server, "--allow-shell", *UNCONFINED), client
+        ) as (
             conn,
             _,
         ):
@@ -91,7 +97,9 @@ async def test_timeout_kills_the_command_and_its_children(tmp_path: Path, pids: 
             sc.ok(sc.text_turn(KIND, "It timed out.")),
         )
         client = RecordingClient()
-        async with running_agent(*agent_command(KIND, server, "--allow-shell"), client) as (
+        async with running_agent(
+            *agent_command(KIND, server, "--allow-shell", *UNCONFINED), client
+        ) as (
             conn,
             _,
         ):
@@ -114,7 +122,7 @@ def test_agent_exit_kills_children_of_finished_and_running_commands(
     with FakeProviderServer() as server:
         server.enqueue(sc.ok(sc.calls_turn(KIND, [first, second])))
         agent = AgentProcess(
-            *agent_command(KIND, server, "--allow-shell", "--workers", workers),
+            *agent_command(KIND, server, "--allow-shell", *UNCONFINED, "--workers", workers),
             tmp_path,
             tmp_path / "stderr.log",
         )

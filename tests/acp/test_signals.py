@@ -56,7 +56,9 @@ def _start(
     server: FakeProviderServer, tmp_path: Path, agents: list[AgentProcess], *extra: str
 ) -> AgentProcess:
     agent = AgentProcess(
-        *agent_command(KIND, server, "--allow-shell", *extra), tmp_path, tmp_path / "stderr.log"
+        *agent_command(KIND, server, "--allow-shell", "--sandbox", "off", *extra),
+        tmp_path,
+        tmp_path / "stderr.log",
     )
     agents.append(agent)
     return agent

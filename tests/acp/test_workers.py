@@ -113,7 +113,8 @@ async def test_a_killed_worker_ends_its_turns_and_is_replaced(
     bystander_dir.mkdir()
     with FakeProviderServer() as server:
         client = RecordingClient()
-        command, env = agent_command(kind, server, "--allow-shell", *WORKERS)
+        # The test kills the pids a command wrote: the machine's pids only unsandboxed.
+        command, env = agent_command(kind, server, "--allow-shell", "--sandbox", "off", *WORKERS)
         async with running_agent(command, env, client) as (conn, process):
             victim = (await conn.new_session(cwd=str(victim_dir), mcp_servers=[])).session_id
             bystander = (await conn.new_session(cwd=str(bystander_dir), mcp_servers=[])).session_id

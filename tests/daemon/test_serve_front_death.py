@@ -34,7 +34,7 @@ def group_members(pgid: int) -> list[int]:
 def test_a_killed_front_takes_its_workers_and_their_tool_calls_along(
     start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
 ) -> None:
-    daemon = start_daemon("--no-persist", "--allow-shell", "--workers", "2")
+    daemon = start_daemon("--no-persist", "--allow-shell", "--sandbox", "off", "--workers", "2")
     first = sc.shell("echo $$ > shell.pid; sleep 2; touch first.marker", "call_first")
     second = sc.shell("touch second.marker", "call_second")
     provider.enqueue(

@@ -35,7 +35,15 @@ def test_a_shell_command_never_shows_the_serve_token(
     workdir: Path,
     tmp_path: Path,
 ) -> None:
-    options: tuple[str, ...] = ("--no-persist", "--allow-shell", "--workers", workers)
+    # The command reads the daemon's /proc entries, which a sandboxed one cannot see at all.
+    options: tuple[str, ...] = (
+        "--no-persist",
+        "--allow-shell",
+        "--sandbox",
+        "off",
+        "--workers",
+        workers,
+    )
     env_extra: dict[str, str] = {}
     if source == "file":
         token_file = tmp_path / "token"

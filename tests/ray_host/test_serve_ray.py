@@ -65,6 +65,9 @@ def daemon(
         "2",
         "--ray-name",
         NAME,
+        # The test reads the pid a command wrote: unsandboxed, it is the machine's pid.
+        "--sandbox",
+        "off",
     )
     env = daemon_environment()
     started = DaemonProcess(command, env, root, root / "daemon.log", start_timeout=120.0)

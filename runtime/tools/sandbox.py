@@ -1,0 +1,359 @@
+"""The sandbox shell commands and stdio MCP servers run in: bubblewrap, on Linux.
+
+A command the model chose runs with the agent's rights unless something confines
+it: it could read ``~/.ssh``, the data directory with the daemon's token
+(``serve.json``), the projects of the daemon's other sessions, and reach the network.
+So each command (and each stdio MCP server) runs under ``bwrap``:
+
+- the whole system read-only (``--ro-bind / /``), a fresh ``/dev``, a private ``/tmp``;
+- the session's directory writable (``--bind cwd cwd``), and nothing else;
+- hidden behind an empty ``tmpfs`` (a directory) or ``/dev/null`` (a file): the data
+  directory, the directories of the runtime's other sessions (save those that contain
+  this one), the usual credential files under ``$HOME``, the user's runtime directory
+  (agent sockets, keyrings) and the Docker socket;
+- a new PID namespace with its own ``/proc``, so the agent and every other process of
+  the machine are out of sight, and when the namespace's first process ends the kernel
+  ends every process left in it: a command's background children end with it;
+- no network (``--unshare-net``) unless ``--sandbox-network`` allows it;
+- ``--die-with-parent`` and ``--new-session`` (no ``TIOCSTI`` into the agent's terminal),
+  so killing the process the agent started (the existing group kill) ends the tree;
+- resource limits (processes, address space, CPU seconds, file size), set by a tiny
+  launcher inside the sandbox rather than by ``preexec_fn``, which is unsafe in the
+  threaded agent.
+
+Whether a sandbox can be had is probed once per process (``probe``): ``bwrap`` may be
+installed while user namespaces are off, so a real run decides.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, assert_never
+
+from toolprep.runtime.tools.hidden_paths import CREDENTIAL_PATHS
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "SANDBOX_MODES",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxMode",
+    "SandboxStatus",
+    "check_sandbox_mode",
+    "credential_paths",
+    "parse_limits",
+    "probe",
+]
+
+logger = logging.getLogger(__name__)
+
+SandboxMode = Literal["auto", "on", "off"]
+SANDBOX_MODES: tuple[SandboxMode, ...] = ("auto", "on", "off")
+
+_PROBE_TIMEOUT_S = 30.0
+
+
+_SYSTEM_SECRETS = ("/var/run/docker.sock", "/run/docker.sock")
+"""Sockets that hand out root to whoever can connect."""
+
+_LIMITS_LAUNCHER = (
+    "import os, resource, sys\n"
+    "for name, value in zip(('NPROC', 'AS', 'CPU', 'FSIZE'), sys.argv[1:5]):\n"
+    "    which = getattr(resource, 'RLIMIT_' + name)\n"
+    "    soft, hard = resource.getrlimit(which)\n"
+    "    value = int(value)\n"
+    "    if hard != resource.RLIM_INFINITY:\n"
+    "        value = min(value, hard)\n"
+    "    resource.setrlimit(which, (value, value))\n"
+    "try:\n"
+    "    os.execvp(sys.argv[5], sys.argv[5:])\n"
+    "except OSError as exc:\n"
+    "    sys.exit(f'cannot start {sys.argv[5]!r}: {exc.strerror}')\n"
+)
+"""Sets the limits on itself and executes the command, which keeps them. Run isolated
+(``-I -S``), so nothing of the command's environment chooses what it imports."""
+
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """What one sandboxed command (and everything it starts) may use.
+
+    Generous enough for builds (``make -j``, a linker, a JVM reserving address space);
+    they stop a fork bomb, a runaway allocation, a spinning process or a file that fills
+    the disk. ``processes`` counts the user's processes in the sandbox's user namespace;
+    the kernel does not apply it to root.
+    """
+
+    processes: int = 4096
+    memory_mib: int = 32 * 1024
+    """Address space per process (``RLIMIT_AS``), in MiB."""
+    cpu_s: int = 3600
+    """CPU seconds per process."""
+    file_mib: int = 16 * 1024
+    """Largest file a process may write, in MiB."""
+
+    def argv(self) -> list[str]:
+        return [
+            str(self.processes),
+            str(self.memory_mib * _MIB),
+            str(self.cpu_s),
+            str(self.file_mib * _MIB),
+        ]
+
+
+DEFAULT_LIMITS = SandboxLimits()
+
+_LIMIT_NAMES = {
+    "processes": "processes",
+    "memory": "memory_mib",
+    "cpu": "cpu_s",
+    "file": "file_mib",
+}
+
+
+def parse_limits(entries: Iterable[str]) -> SandboxLimits:
+    """``--sandbox-limit`` entries (``processes=N``, ``memory=MiB``, ``cpu=SECONDS``,
+    ``file=MiB``) over the defaults; ``ValueError`` for anything else."""
+    values: dict[str, int] = {}
+    for entry in entries:
+        name, sep, raw = entry.partition("=")
+        field_name = _LIMIT_NAMES.get(name.strip())
+        if not sep or field_name is None:
+            raise ValueError(
+                f"--sandbox-limit takes NAME=VALUE with NAME one of "
+                f"{', '.join(_LIMIT_NAMES)}; got {entry!r}"
+            )
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValueError(f"--sandbox-limit {name} must be a whole number >= 1, got {raw!r}")
+        values[field_name] = value
+    return SandboxLimits(**values)
+
+
+def check_sandbox_mode(mode: str) -> SandboxMode:
+    match mode:
+        case "auto" | "on" | "off":
+            return mode
+        case _:
+            raise ValueError(f"--sandbox must be one of auto, on, off; got {mode!r}")
+
+
+SandboxState = Literal["on", "off", "unavailable"]
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxStatus:
+    """Whether commands run sandboxed, and why not when they do not."""
+
+    state: SandboxState
+    reason: str = ""
+    network: bool = False
+    bwrap: str | None = None
+
+    def to_meta(self) -> dict[str, object]:
+        """What ``initialize`` tells the client under ``_meta.toolprep.sandbox``."""
+        meta: dict[str, object] = {"state": self.state, "network": self.network}
+        if self.reason:
+            meta["reason"] = self.reason
+        return meta
+
+    def notice(self) -> str | None:
+        """The session notice when commands run unconfined though a sandbox was wanted."""
+        match self.state:
+            case "unavailable":
+                return (
+                    f"No sandbox: shell commands and MCP servers run with the agent's full "
+                    f"rights ({self.reason}). Install bubblewrap (bwrap) to confine them."
+                )
+            case "on" | "off":
+                return None
+            case _:
+                assert_never(self.state)
+
+
+_probed: dict[str, SandboxStatus] = {}
+_probe_lock = threading.Lock()
+
+
+def probe(bwrap: str = "bwrap") -> SandboxStatus:
+    """Whether ``bwrap`` runs a process as the sandbox would here (probed once per name)."""
+    with _probe_lock:
+        known = _probed.get(bwrap)
+        if known is None:
+            known = _probed[bwrap] = _probe(bwrap)
+        return known
+
+
+def _probe(bwrap: str) -> SandboxStatus:
+    if not sys.platform.startswith("linux"):
+        return SandboxStatus("unavailable", f"no sandbox is implemented for {sys.platform}")
+    found = shutil.which(bwrap)
+    if found is None:
+        return SandboxStatus("unavailable", f"{bwrap} (bubblewrap) is not on PATH")
+    argv = [
+        found,
+        *_namespaces(network=False),
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--",
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        "pass",
+    ]
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=_PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return SandboxStatus("unavailable", f"{found} could not be run: {exc}")
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        why = said[-1] if said else f"exit code {done.returncode}"
+        return SandboxStatus(
+            "unavailable", f"{found} cannot create a sandbox here ({why}): are user namespaces off?"
+        )
+    return SandboxStatus("on", bwrap=found)
+
+
+def _namespaces(*, network: bool) -> list[str]:
+    flags = [
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+    ]
+    if not network:
+        flags.append("--unshare-net")
+    return flags
+
+
+def credential_paths(home: Path, environ: Mapping[str, str]) -> list[Path]:
+    """The credential files a command must not see: under ``home``, the user's runtime
+    directory, the SSH agent's socket, the Docker socket."""
+    paths = [home / name for name in CREDENTIAL_PATHS]
+    for variable in ("XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"):
+        value = environ.get(variable)
+        if value and os.path.isabs(value):
+            paths.append(Path(value))
+    paths.extend(Path(path) for path in _SYSTEM_SECRETS)
+    return paths
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+@dataclass(slots=True)
+class Sandbox:
+    """Builds the ``bwrap`` command line for a command of a session.
+
+    ``hidden`` are fixed paths to hide (the data directory, credentials);
+    ``session_directories`` (set once the runtime exists) names the directories of the
+    sessions the runtime knows, whose other members are hidden from each session.
+    """
+
+    bwrap: str
+    network: bool = False
+    limits: SandboxLimits = DEFAULT_LIMITS
+    hidden: tuple[Path, ...] = ()
+    session_directories: Callable[[], Iterable[str]] | None = field(default=None)
+
+    def wrap(self, argv: Sequence[str], *, cwd: str) -> list[str]:
+        """``argv`` to run in ``cwd`` under the sandbox (started like ``argv`` would be)."""
+        here = os.path.realpath(cwd)
+        outside: list[str] = []
+        inside: list[str] = []
+        for path in self._hidden_paths(here):
+            mount = _hide(path)
+            if mount is None:
+                continue
+            (inside if _within(path, here) else outside).extend(mount)
+        return [
+            self.bwrap,
+            *_namespaces(network=self.network),
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            *outside,
+            "--bind",
+            here,
+            here,
+            *inside,
+            "--chdir",
+            here,
+            "--",
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            _LIMITS_LAUNCHER,
+            *self.limits.argv(),
+            *argv,
+        ]
+
+    def _hidden_paths(self, here: str) -> list[str]:
+        """Existing paths to hide from a command in ``here``, deduplicated, shortest first;
+        never one that contains ``here`` (that would hide the session's own directory),
+        nor one in ``/tmp`` outside ``here`` (the private ``/tmp`` hides it already)."""
+        wanted: list[str] = [str(path) for path in self.hidden]
+        if self.session_directories is not None:
+            try:
+                wanted.extend(self.session_directories())
+            except Exception:  # a store that cannot be read must not stop the command
+                logger.exception("the sandbox could not list the other sessions' directories")
+        found: set[str] = set()
+        for raw in wanted:
+            path = os.path.realpath(raw)
+            if _within(here, path) or (_within(path, "/tmp") and not _within(path, here)):
+                continue
+            if os.path.lexists(path):
+                found.add(path)
+        kept: list[str] = []
+        for path in sorted(found, key=lambda p: (p.count("/"), p)):
+            if not any(_within(path, outer) for outer in kept):
+                kept.append(path)
+        return kept
+
+
+def _hide(path: str) -> list[str] | None:
+    """The bwrap arguments that hide ``path``: an empty tmpfs over a directory, the
+    null device over anything else (a file, a socket)."""
+    if os.path.isdir(path):
+        return ["--tmpfs", path]
+    if os.path.exists(path):
+        return ["--ro-bind", "/dev/null", path]
+    return None
