@@ -53,7 +53,7 @@ def check_options(options: RuntimeOptions) -> None:
     check_compact_at(options.compact_at)
     starting_mode(options)
     check_event_loop(options.event_loop)
-    sandbox_status(options)  # --sandbox on refuses to start without one
+    check_sandbox_options(options)
     timeout = options.mcp_call_timeout
     if timeout is not None and not timeout > 0:
         raise ValueError(f"--mcp-call-timeout must be > 0, got {timeout}")
@@ -182,6 +182,17 @@ def worker_runtime_from_options(raw: Any) -> Runtime:
         if isinstance(route.provider, DeferredProvider):
             route.provider.resolve()  # the SDK client is built before any stream loop runs
     return runtime
+
+
+def check_sandbox_options(options: RuntimeOptions) -> None:
+    """Refuse a bad ``--sandbox`` or ``--sandbox-limit``, and ``--sandbox on`` where no
+    sandbox can be had. Only ``on`` probes ``bwrap`` here: under ``auto`` a missing
+    sandbox is reported, not refused, so the probe waits for the runtime."""
+    from toolprep.runtime.tools.sandbox import check_sandbox_mode, parse_limits
+
+    parse_limits(options.sandbox_limit)
+    if check_sandbox_mode(options.sandbox) == "on":
+        sandbox_status(options)
 
 
 def sandbox_status(options: RuntimeOptions) -> SandboxStatus:
