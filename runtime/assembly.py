@@ -255,6 +255,7 @@ def environment_policy(options: RuntimeOptions, settings: ProviderSettings) -> E
 
     return EnvironmentPolicy.for_agent(
         configured_key=settings.api_key,
+        base_url=settings.base_url,
         names=scrubbed_variable_names(options.scrub_env),
         passed=passed_variable_names(options.pass_env),
     )

@@ -41,7 +41,6 @@ import logging
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from urllib.parse import urlsplit
 
 from toolprep.runtime.tools.environment import EnvironmentPolicy
 
@@ -53,7 +52,6 @@ __all__ = [
     "make_undumpable",
     "protect_process",
     "secret_variables",
-    "url_password",
     "withdraw_secrets",
     "withdrawn_names",
 ]
@@ -152,17 +150,6 @@ def hold_secret(name: str, value: str) -> None:
     os.environ[name] = value
     os.unsetenv(name)
     _withdrawn.add(name)
-
-
-def url_password(url: str | None) -> str | None:
-    """The password in ``url`` (``scheme://user:password@host``), if any."""
-    if not url:
-        return None
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        return None
-    return password or None
 
 
 def blot_command_line(secrets: Iterable[str]) -> int:

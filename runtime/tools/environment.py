@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from urllib.parse import urlsplit
 
 __all__ = [
     "CREDENTIAL_NAMES",
@@ -34,6 +35,7 @@ __all__ = [
     "EnvironmentPolicy",
     "is_secret_name",
     "parse_variable_names",
+    "url_password",
 ]
 
 CREDENTIAL_NAMES = frozenset({"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY"})
@@ -121,6 +123,16 @@ _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:[^/@\s]+@")
 
 
+def url_password(value: str | None) -> str | None:
+    """The password in ``value`` if it is a URL that holds one (``scheme://user:pw@host``)."""
+    if not value or _URL_WITH_PASSWORD.search(value) is None:
+        return None
+    try:
+        return urlsplit(value.strip()).password or None
+    except ValueError:  # not a URL after all (a bad port, brackets)
+        return None
+
+
 def is_secret_name(name: str) -> bool:
     """True for the provider credentials and any name ``SECRET_NAME_PATTERNS`` matches."""
     upper = name.upper()
@@ -165,11 +177,13 @@ class EnvironmentPolicy:
         cls,
         *,
         configured_key: str | None,
+        base_url: str | None = None,
         names: Iterable[str] = (),
         passed: Iterable[str] = (),
         environ: Mapping[str, str] | None = None,
     ) -> EnvironmentPolicy:
-        """The policy for an agent holding ``configured_key``, given its own environment.
+        """The policy for an agent holding ``configured_key`` (and a password in
+        ``base_url``, the provider's), given its own environment.
 
         The values of the variables removed by name count as secrets too, so
         a copy of any of them under an innocent name is removed as well, and
@@ -180,8 +194,7 @@ class EnvironmentPolicy:
         environ = os.environ if environ is None else environ
         names, passed = frozenset(names), frozenset(passed)
         pinned = {value for name, value in environ.items() if name in NEVER_PASSED_NAMES and value}
-        if configured_key:
-            pinned.add(configured_key)
+        pinned.update(value for value in (configured_key, url_password(base_url)) if value)
         for name in sorted(passed):
             if name in NEVER_PASSED_NAMES or environ.get(name) in pinned:
                 raise ValueError(
@@ -198,6 +211,12 @@ class EnvironmentPolicy:
             and name not in _CONFIGURATION_VARIABLES
             and (is_secret_name(name) or name in names)
         }
+        # A password in a URL-valued variable (a proxy's, say) is masked on its own too.
+        secrets.update(
+            password
+            for name, value in environ.items()
+            if name not in passed and (password := url_password(value)) is not None
+        )
         return cls(
             names=names,
             secrets=frozenset(secrets | pinned),

@@ -106,6 +106,19 @@ def test_a_url_with_a_password_is_dropped_whatever_its_name() -> None:
     assert policy.environment(environ).keys() == {"UPSTREAM", "GIT_REMOTE"}
 
 
+def test_a_password_in_a_url_or_the_base_url_is_masked_on_its_own() -> None:
+    environ = {"HTTPS_PROXY": "http://proxyuser:s3cret-proxy-pass@proxy.example:3128"}
+    policy = EnvironmentPolicy.for_agent(
+        configured_key=None,
+        base_url="https://user:base-url-pass-77@llm.example/v1",
+        environ=environ,
+    )
+    shown = "curl -u proxyuser:s3cret-proxy-pass; password base-url-pass-77"
+    assert policy.mask(shown) == f"curl -u proxyuser:{REDACTED}; password {REDACTED}"
+    # The base URL's password is pinned: no variable holding it reaches a tool.
+    assert policy.environment({"COPY": "base-url-pass-77", "N": "1"}) == {"N": "1"}
+
+
 def test_values_of_dropped_variables_are_masked_and_their_copies_dropped() -> None:
     environ = {"GITHUB_TOKEN": "ghp_maskme0123456789", "COPY": "ghp_maskme0123456789", "N": "1"}
     policy = EnvironmentPolicy.for_agent(configured_key=None, environ=environ)
