@@ -82,8 +82,10 @@ __all__ = [
     "encode_event",
 ]
 
-PROTOCOL_VERSION = 2
-"""1 was positional lists; 2 is tagged objects, and the version rides on ``Ready``."""
+PROTOCOL_VERSION = 3
+"""1 was positional lists; 2 is tagged objects, and the version rides on ``Ready``; 3 takes
+the runtime's config and the secrets in a ``start`` frame on stdin, before any command,
+rather than on the command line and in the environment."""
 
 OpenHow = Literal["new", "restore", "restore_or_new"]
 """How a worker opens a session: fresh, from the store, or from the store if it is there."""
