@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.acp.test_mcp import echo_server
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import FakeProviderServer
-from tests.support.processes import none_with_argument_within
+from tests.support.processes import none_with_argument_within, pids_with_argument
 
 KIND = "anthropic"
 DEADLINE_S = 20.0
@@ -180,6 +181,40 @@ async def test_background_children_end_with_their_command(tmp_path: Path) -> Non
                 (tmp_path / "go").touch()
             reply = await asyncio.wait_for(prompt, DEADLINE_S)
         assert reply.stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+async def test_cancel_ends_a_sandboxed_command_and_everything_it_started(
+    workers: str, tmp_path: Path
+) -> None:
+    token = str(3000 + uuid.uuid4().int % 6000)
+    # A child in a session of its own, which no process-group kill of the shell reaches.
+    command = f"setsid sleep {token} & sleep {token}"
+    with FakeProviderServer() as server:
+        server.enqueue(sc.ok(sc.calls_turn(KIND, [sc.shell(command)])))
+        agent, env = agent_command(KIND, server, "--allow-shell", "--workers", workers)
+        client = RecordingClient()
+        async with running_agent(agent, env, client) as (conn, _process):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+            prompt = asyncio.ensure_future(
+                conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            )
+            running = await asyncio.to_thread(_two_with_argument_within, token, DEADLINE_S)
+            assert running, "the command's two sleeps never ran"
+            await conn.cancel(session_id=session.session_id)
+            reply = await asyncio.wait_for(prompt, DEADLINE_S)
+            assert reply.stop_reason == "cancelled"
+            # Gone while the agent still runs: the cancel ended them, not the agent's exit.
+            assert none_with_argument_within(token, DEADLINE_S)
+
+
+def _two_with_argument_within(argument: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if len(pids_with_argument(argument)) >= 2:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 async def test_stdio_mcp_server_runs_sandboxed(tmp_path: Path) -> None:
