@@ -864,6 +864,10 @@ def _exit_within(code: int, budget_s: float) -> int:
     return code
 
 
+RAY_NATIVE_VARIABLES = ("RAY_AUTH_TOKEN",)
+"""Secrets ``serve --ray`` leaves in its C environment: Ray's native code reads them there."""
+
+
 def _protect(args: argparse.Namespace) -> None:
     """``protect_process`` before anything is started: no other process of the user reads
     this one's memory, and its environment block and command line hold no secret."""
@@ -876,7 +880,9 @@ def _protect(args: argparse.Namespace) -> None:
     except ValueError:  # refused with its message once the options are checked
         scrubbed = frozenset()
     password = url_password(getattr(args, "base_url", None))
-    protect_process(scrubbed=scrubbed, command_line=[password] if password else [])
+    # Ray's native client reads the cluster's token with getenv when it connects.
+    kept = RAY_NATIVE_VARIABLES if getattr(args, "ray", None) is not None else ()
+    protect_process(scrubbed=scrubbed, command_line=[password] if password else [], kept=kept)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

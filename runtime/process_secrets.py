@@ -126,13 +126,25 @@ def _overwrite(
 
 
 def withdraw_secrets(
-    environ: Mapping[str, str] | None = None, *, scrubbed: Iterable[str] = ()
+    environ: Mapping[str, str] | None = None,
+    *,
+    scrubbed: Iterable[str] = (),
+    kept: Iterable[str] = (),
 ) -> dict[str, str]:
     """Unset the secret variables (``secret_variables``) in the C environment and overwrite
     their values in the original environment block with NULs (``NAME=`` stays, so the
-    block still shows what was withdrawn); ``os.environ`` keeps them. Returns them."""
+    block still shows what was withdrawn); ``os.environ`` keeps them. Returns them.
+
+    ``kept`` names secrets a library in this process reads from the C environment
+    (``getenv`` in native code, which never sees ``os.environ``): they stay, guarded by
+    ``make_undumpable`` alone; tools still never inherit them."""
     environ = os.environ if environ is None else environ
-    secrets = secret_variables(environ, scrubbed=scrubbed)
+    left = frozenset(kept)
+    secrets = {
+        name: value
+        for name, value in secret_variables(environ, scrubbed=scrubbed).items()
+        if name not in left
+    }
     for name in secrets:
         os.unsetenv(name)
     _withdrawn.update(secrets)
@@ -163,9 +175,14 @@ def blot_command_line(secrets: Iterable[str]) -> int:
     )
 
 
-def protect_process(*, scrubbed: Iterable[str] = (), command_line: Iterable[str] = ()) -> None:
+def protect_process(
+    *,
+    scrubbed: Iterable[str] = (),
+    command_line: Iterable[str] = (),
+    kept: Iterable[str] = (),
+) -> None:
     """``make_undumpable``, ``withdraw_secrets`` and ``blot_command_line``: what every
     agent process does before it starts anything."""
     make_undumpable()
-    withdraw_secrets(scrubbed=scrubbed)
+    withdraw_secrets(scrubbed=scrubbed, kept=kept)
     blot_command_line(command_line)

@@ -105,7 +105,11 @@ def test_processes_a_server_detached_from_its_group_end_with_the_session(
         "env": [{"name": "PYTHONPATH", "value": str(REPO)}],
     }
     with FakeProviderServer() as server:
-        command, env = agent_command(KIND, server, "--no-persist", "--workers", workers)
+        # The server writes its children's pids for the test to check: the machine's pids
+        # only unsandboxed (a sandboxed server's PID namespace ends with it as a whole).
+        command, env = agent_command(
+            KIND, server, "--sandbox", "off", "--no-persist", "--workers", workers
+        )
         agent = AgentProcess(command, env, REPO, tmp_path / "stderr.log")
         try:
             agent.reply(agent.request("initialize", {"protocolVersion": 1}))

@@ -32,6 +32,9 @@ from tests.support.runtime_harness import (
 
 DEADLINE_S = 30.0
 WORKERS = ("--workers", "2")
+# Commands here tell which process ran them by their $PPID, or write pids the test kills:
+# the machine's pids only unsandboxed (a sandboxed command's parent is its namespace's init).
+UNCONFINED = ("--sandbox", "off")
 
 
 def children(pid: int) -> set[int]:
@@ -53,7 +56,7 @@ async def test_sessions_spread_over_workers_with_the_whole_lifecycle(
 ) -> None:
     with FakeProviderServer() as server:
         client = RecordingClient()
-        command, env = agent_command(kind, server, "--allow-shell", *WORKERS)
+        command, env = agent_command(kind, server, "--allow-shell", *UNCONFINED, *WORKERS)
         async with running_agent(command, env, client) as (conn, process):
             sessions = [
                 (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
@@ -113,8 +116,7 @@ async def test_a_killed_worker_ends_its_turns_and_is_replaced(
     bystander_dir.mkdir()
     with FakeProviderServer() as server:
         client = RecordingClient()
-        # The test kills the pids a command wrote: the machine's pids only unsandboxed.
-        command, env = agent_command(kind, server, "--allow-shell", "--sandbox", "off", *WORKERS)
+        command, env = agent_command(kind, server, "--allow-shell", *UNCONFINED, *WORKERS)
         async with running_agent(command, env, client) as (conn, process):
             victim = (await conn.new_session(cwd=str(victim_dir), mcp_servers=[])).session_id
             bystander = (await conn.new_session(cwd=str(bystander_dir), mcp_servers=[])).session_id
@@ -173,7 +175,7 @@ async def test_acp_keeps_its_sessions_in_its_own_process_unless_asked(tmp_path: 
     kind = "anthropic"
     with FakeProviderServer() as server:
         client = RecordingClient()
-        command, env = agent_command(kind, server, "--allow-shell")
+        command, env = agent_command(kind, server, "--allow-shell", *UNCONFINED)
         async with running_agent(command, env, client) as (conn, process):
             sessions = [
                 (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id

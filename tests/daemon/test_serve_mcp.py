@@ -102,12 +102,11 @@ def test_an_allowed_command_starts_in_a_worker_and_its_tools_are_offered(
     start_daemon: StartDaemon,
     provider: FakeProviderServer,
     workdir: Path,
-    tmp_path: Path,
 ) -> None:
     options = [allow, sys.executable] if allow == "--allow-mcp-command" else [allow]
     daemon = start_daemon("--no-persist", "--workers", "2", *options)
     provider.enqueue(sc.ok(sc.text_turn(KIND, "Tools seen.")))
-    marker = tmp_path / "ran"
+    marker = workdir / "ran"  # the session's directory: a sandboxed server may write there
     client = daemon.client()
     try:
         client.initialize()
