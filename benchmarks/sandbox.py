@@ -6,9 +6,9 @@ The real ``run_shell_command`` tool (``RunShellCommandTool``) runs each of
 twice over: once with no sandbox and once with the sandbox the runtime builds
 under the default ``--sandbox auto`` (``sandbox_from_options``: ``bwrap`` with
 the data directory and the credential files hidden, no network, the default
-limits set by the launcher inside the sandbox). Both tools share one
-environment policy (``EnvironmentPolicy.for_agent``), so the only difference
-is the sandbox. After ``--warmup`` runs of each, the two are run ``--repeat``
+limits set inside the sandbox by ``prlimit``, or by a Python launcher without it).
+Both tools share one environment policy (``EnvironmentPolicy.for_agent``), so
+the only difference is the sandbox. After ``--warmup`` runs of each, the two are run ``--repeat``
 times alternately (unsandboxed, sandboxed, unsandboxed, ...) so that whatever
 else the machine does hits both alike. Wall time is taken around
 ``tool.execute``: the spawn, the command, reading its output and reaping it.
@@ -16,10 +16,12 @@ else the machine does hits both alike. Wall time is taken around
 Printed per command: median and p90 of both, in ms, the ratio of the medians
 (sandboxed / unsandboxed) and their difference in ms. Then where the
 difference goes, the parts spawned directly (``subprocess.run``, no tool) the
-same number of times, interleaved: ``sh -c true``; the limits launcher's
+same number of times, interleaved: ``sh -c true``; the Python limits launcher's
 interpreter alone (``python -I -S -c pass``); ``bwrap`` around ``sh -c true``
-without the launcher, once with nothing hidden and once with the sandbox's own
-arguments; and the whole wrapped command line as the tool runs it. Last the
+without the limits, once with nothing hidden and once with the sandbox's own
+arguments; the wrapped command line with the launcher setting the limits (what a
+machine without ``prlimit`` runs); and the whole wrapped command line as the tool
+runs it. Last the
 one-time cost of the probe that decides whether a sandbox can be had: the
 first ``probe()`` of the process (what the runtime pays once) and fresh
 ``_probe`` runs after it. The load average before and after is printed, since
@@ -154,20 +156,32 @@ def spawn_ns(argv: Sequence[str], cwd: Path) -> int:
     return time.perf_counter_ns() - started
 
 
+def _limits_by(sandbox: Sandbox) -> str:
+    return "prlimit" if sandbox.prlimit is not None else "python launcher"
+
+
 def parts(sandbox: Sandbox, cwd: Path, warmup: int, repeat: int) -> dict[str, list[int]]:
     """Where the sandbox's cost goes: its pieces spawned directly, interleaved."""
     shell = ["/bin/sh", "-c", "true"]
     wrapped = sandbox.wrap(shell, cwd=str(cwd))
-    bwrap_only = [*wrapped[: wrapped.index("--") + 1], *shell]  # the sandbox, no launcher
+    bwrap_only = [*wrapped[: wrapped.index("--") + 1], *shell]  # the sandbox, no limits
     bare = replace(sandbox, hidden=()).wrap(shell, cwd=str(cwd))
     bare_bwrap = [*bare[: bare.index("--") + 1], *shell]  # nor any hidden path
-    launcher_python = [sys.executable, "-I", "-S", "-c", "pass"]
+    # What sets the limits where prlimit is missing: an interpreter start per command.
+    with_launcher = replace(sandbox, prlimit=None).wrap(shell, cwd=str(cwd))
     pieces: dict[str, list[str]] = {
         "sh -c true": shell,
-        "python -I -S -c pass (the launcher's interpreter)": launcher_python,
-        "bwrap, nothing hidden ... sh -c true (no launcher)": bare_bwrap,
-        "bwrap ... sh -c true (no launcher)": bwrap_only,
-        "bwrap ... launcher ... sh -c true (as the tool runs it)": wrapped,
+        "python -I -S -c pass (the launcher's interpreter)": [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            "pass",
+        ],
+        "bwrap, nothing hidden ... sh -c true (no limits)": bare_bwrap,
+        "bwrap ... sh -c true (no limits)": bwrap_only,
+        "bwrap ... python launcher ... sh -c true (no prlimit)": with_launcher,
+        f"bwrap ... {_limits_by(sandbox)} ... sh -c true (as the tool runs it)": wrapped,
     }
     times: dict[str, list[int]] = {name: [] for name in pieces}
     for round_ in range(warmup + repeat):

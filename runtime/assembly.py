@@ -232,7 +232,12 @@ def announce_sandbox(options: RuntimeOptions) -> SandboxStatus:
 
 def sandbox_from_options(options: RuntimeOptions) -> Sandbox | None:
     """The sandbox commands run in, or None when they run unconfined."""
-    from toolprep.runtime.tools.sandbox import Sandbox, credential_paths, parse_limits
+    from toolprep.runtime.tools.sandbox import (
+        Sandbox,
+        credential_paths,
+        find_prlimit,
+        parse_limits,
+    )
 
     status = sandbox_status(options)
     if status.state != "on" or status.bwrap is None:
@@ -245,6 +250,7 @@ def sandbox_from_options(options: RuntimeOptions) -> Sandbox | None:
         network=options.sandbox_network,
         limits=parse_limits(options.sandbox_limit),
         hidden=tuple(hidden),
+        prlimit=find_prlimit(),
     )
 
 

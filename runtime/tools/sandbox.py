@@ -17,9 +17,10 @@ So each command (and each stdio MCP server) runs under ``bwrap``:
 - no network (``--unshare-net``) unless ``--sandbox-network`` allows it;
 - ``--die-with-parent`` and ``--new-session`` (no ``TIOCSTI`` into the agent's terminal),
   so killing the process the agent started (the existing group kill) ends the tree;
-- resource limits (processes, address space, CPU seconds, file size), set by a tiny
-  launcher inside the sandbox rather than by ``preexec_fn``, which is unsafe in the
-  threaded agent.
+- resource limits (processes, address space, CPU seconds, file size), set inside the
+  sandbox by ``prlimit`` (util-linux) before it executes the command, or, where there is
+  no ``prlimit``, by a tiny Python launcher (an interpreter start, some 15 ms, per
+  command); never by ``preexec_fn``, which is unsafe in the threaded agent.
 
 Whether a sandbox can be had is probed once per process (``probe``): ``bwrap`` may be
 installed while user namespaces are off, so a real run decides.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -49,6 +51,7 @@ __all__ = [
     "SandboxStatus",
     "check_sandbox_mode",
     "credential_paths",
+    "find_prlimit",
     "parse_limits",
     "probe",
 ]
@@ -103,12 +106,33 @@ class SandboxLimits:
     """Largest file a process may write, in MiB."""
 
     def argv(self) -> list[str]:
+        """The values, in the launcher's order (``_LIMITS_LAUNCHER``)."""
+        return [str(value) for _, value in self._values()]
+
+    def prlimit_argv(self, prlimit: str) -> list[str]:
+        """``prlimit`` setting each limit (soft and hard) and executing what follows ``--``.
+
+        Each value is capped at this process's own hard limit, which the command
+        inherits and may not raise, as the launcher caps it.
+        """
+        options: list[str] = []
+        for name, value in self._values():
+            _, hard = resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            options.append(f"--{_PRLIMIT_OPTIONS[name]}={value}")
+        return [prlimit, *options, "--"]
+
+    def _values(self) -> list[tuple[str, int]]:
         return [
-            str(self.processes),
-            str(self.memory_mib * _MIB),
-            str(self.cpu_s),
-            str(self.file_mib * _MIB),
+            ("NPROC", self.processes),
+            ("AS", self.memory_mib * _MIB),
+            ("CPU", self.cpu_s),
+            ("FSIZE", self.file_mib * _MIB),
         ]
+
+
+_PRLIMIT_OPTIONS = {"NPROC": "nproc", "AS": "as", "CPU": "cpu", "FSIZE": "fsize"}
 
 
 DEFAULT_LIMITS = SandboxLimits()
@@ -255,6 +279,16 @@ def _namespaces(*, network: bool) -> list[str]:
     return flags
 
 
+def find_prlimit() -> str | None:
+    """util-linux's ``prlimit``, if it is on ``PATH`` in a system directory the sandbox
+    shows read-only (not one the session could change, nor the hidden ``/tmp``)."""
+    found = shutil.which("prlimit")
+    if found is None:
+        return None
+    real = os.path.realpath(found)
+    return real if real.startswith(("/usr/", "/bin/", "/sbin/")) else None
+
+
 def credential_paths(home: Path, environ: Mapping[str, str]) -> list[Path]:
     """The credential files a command must not see: under ``home``, the user's runtime
     directory, the SSH agent's socket, the Docker socket."""
@@ -278,6 +312,7 @@ class Sandbox:
     ``hidden`` are fixed paths to hide (the data directory, credentials);
     ``session_directories`` (set once the runtime exists) names the directories of the
     sessions the runtime knows, whose other members are hidden from each session.
+    ``prlimit`` sets the limits if given (``find_prlimit``), else a Python launcher does.
     """
 
     bwrap: str
@@ -285,6 +320,7 @@ class Sandbox:
     limits: SandboxLimits = DEFAULT_LIMITS
     hidden: tuple[Path, ...] = ()
     session_directories: Callable[[], Iterable[str]] | None = field(default=None)
+    prlimit: str | None = None
 
     def wrap(self, argv: Sequence[str], *, cwd: str) -> list[str]:
         """``argv`` to run in ``cwd`` under the sandbox (started like ``argv`` would be)."""
@@ -316,14 +352,14 @@ class Sandbox:
             "--chdir",
             here,
             "--",
-            sys.executable,
-            "-I",
-            "-S",
-            "-c",
-            _LIMITS_LAUNCHER,
-            *self.limits.argv(),
-            *argv,
+            *self._limited(argv),
         ]
+
+    def _limited(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` behind what sets the limits on it."""
+        if self.prlimit is not None:
+            return [*self.limits.prlimit_argv(self.prlimit), *argv]
+        return [sys.executable, "-I", "-S", "-c", _LIMITS_LAUNCHER, *self.limits.argv(), *argv]
 
     def _hidden_paths(self, here: str) -> list[str]:
         """Existing paths to hide from a command in ``here``, deduplicated, shortest first;
