@@ -28,6 +28,7 @@ installed while user namespaces are off, so a real run decides.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import resource
@@ -239,6 +240,7 @@ def _probe(bwrap: str) -> SandboxStatus:
         "/proc",
         "--tmpfs",
         "/tmp",
+        *_shown_in_tmp(),
         "--",
         sys.executable,
         "-I",
@@ -301,6 +303,33 @@ def credential_paths(home: Path, environ: Mapping[str, str]) -> list[Path]:
     return paths
 
 
+def agent_installation() -> list[str]:
+    """Where this agent's interpreter and code live: a sandboxed command or MCP server
+    may run them (``sys.executable -m ...``), and the limits launcher does."""
+    code_root = Path(__file__).resolve().parents[2]  # the folder holding ``runtime/``
+    places = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(code_root)}
+    places.add(os.path.dirname(os.path.realpath(sys.executable)))
+    return sorted({os.path.realpath(place) for place in places})
+
+
+@functools.cache
+def installation_in_tmp() -> tuple[str, ...]:
+    """The parts of ``agent_installation`` inside ``/tmp`` (a checkout or a virtualenv
+    there), outermost only: the sandbox's private ``/tmp`` would hide them, so it shows
+    them read-only. Elsewhere the read-only root shows them already. Computed once: the
+    installation does not move."""
+    kept: list[str] = []
+    for place in agent_installation():  # sorted: a folder comes before what lies in it
+        inside_tmp = _within(place, "/tmp") and place != "/tmp"
+        if inside_tmp and os.path.isdir(place) and not any(_within(place, k) for k in kept):
+            kept.append(place)
+    return tuple(kept)
+
+
+def _shown_in_tmp() -> list[str]:
+    return [arg for place in installation_in_tmp() for arg in ("--ro-bind", place, place)]
+
+
 def _within(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
@@ -344,6 +373,7 @@ class Sandbox:
             "/proc",
             "--tmpfs",
             "/tmp",
+            *_shown_in_tmp(),
             *outside,
             "--bind",
             here,
@@ -364,7 +394,7 @@ class Sandbox:
     def _hidden_paths(self, here: str) -> list[str]:
         """Existing paths to hide from a command in ``here``, deduplicated, shortest first;
         never one that contains ``here`` (that would hide the session's own directory),
-        nor one in ``/tmp`` outside ``here`` (the private ``/tmp`` hides it already)."""
+        nor one the private ``/tmp`` hides already (``_unseen_anyway``)."""
         wanted: list[str] = [str(path) for path in self.hidden]
         if self.session_directories is not None:
             try:
@@ -374,7 +404,7 @@ class Sandbox:
         found: set[str] = set()
         for raw in wanted:
             path = os.path.realpath(raw)
-            if _within(here, path) or (_within(path, "/tmp") and not _within(path, here)):
+            if _within(here, path) or _unseen_anyway(path, here):
                 continue
             if os.path.lexists(path):
                 found.add(path)
@@ -383,6 +413,14 @@ class Sandbox:
             if not any(_within(path, outer) for outer in kept):
                 kept.append(path)
         return kept
+
+
+def _unseen_anyway(path: str, here: str) -> bool:
+    """Whether the private ``/tmp`` hides ``path`` already: in ``/tmp``, and neither in
+    the session's directory nor in the agent's installation shown there."""
+    if not _within(path, "/tmp") or _within(path, here):
+        return False
+    return not any(_within(path, place) for place in installation_in_tmp())
 
 
 def _hide(path: str) -> list[str] | None:
