@@ -3,7 +3,9 @@
 Messages are dispatched on their class to ``handlers`` registered by the
 subclass. A handler that raises is a crash: pykka stops the actor and calls
 ``on_failure``, where the directory starts a successor over the same state and
-the supervisor is told which session the poisoned message belonged to.
+the supervisor is told which sessions the poisoned message belonged to: one, or
+every session of a batch (``ChunksReceivedTogether``, ``WriteFramesTogether``),
+each of whose attempts may have lost its chunks or frames with it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from typing import Any, ClassVar
 import pykka
 
 from toolprep.actors.directory import RoleDirectory
-from toolprep.messages.turns import ActorCrashed, CrashRole
+from toolprep.messages.turns import (
+    ActorCrashed,
+    ChunksReceivedTogether,
+    CrashRole,
+    WriteFramesTogether,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -63,10 +70,25 @@ class RoleActor(pykka.ThreadingActor):
         raise InjectedFault(message.reason)
 
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
-        message = self._current
-        session_id = getattr(message, "session_id", None)
+        affected = sessions_of(self._current)
         successor = self.directory.restart_after_crash(self, exception_value)
         if successor is None:
             return
-        notice = ActorCrashed(role=self.role, error=repr(exception_value), session_id=session_id)
-        self.directory.tell(SUPERVISOR, notice)
+        for session_id in affected or (None,):
+            notice = ActorCrashed(
+                role=self.role, error=repr(exception_value), session_id=session_id
+            )
+            self.directory.tell(SUPERVISOR, notice)
+
+
+def sessions_of(message: object) -> tuple[str, ...]:
+    """The sessions ``message`` carries work of, in order, each once."""
+    match message:
+        case ChunksReceivedTogether(batches=parts):
+            ids = [part.session_id for part in parts]
+        case WriteFramesTogether(writes=parts):
+            ids = [part.session_id for part in parts]
+        case _:
+            session_id = getattr(message, "session_id", None)
+            ids = [session_id] if isinstance(session_id, str) else []
+    return tuple(dict.fromkeys(ids))

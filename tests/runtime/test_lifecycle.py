@@ -18,6 +18,7 @@ from tests.support.runtime_harness import (
     tool_frames,
 )
 from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER
+from toolprep.messages.turns import ChunksReceived, ChunksReceivedTogether
 
 PROVIDERS = ["anthropic", "openai"]
 PARIS = ("call_paris", "get_weather", {"city": "Paris"})
@@ -322,6 +323,38 @@ def test_role_crash_mid_stream_discards_and_recovers(role: str, tmp_path: Path) 
         h.server.enqueue(sc.ok(sc.text_turn(kind)))
         sid2, sink2 = h.session()
         assert h.turn(sid2, sink2).stop_reason == "end_turn"
+
+
+def test_a_crash_on_a_batch_ends_the_attempt_of_every_session_in_it(tmp_path: Path) -> None:
+    """A role that crashes on one hop carrying several sessions' work (chunks read in one
+    loop iteration) lost that work for each of them: each attempt is discarded and retried,
+    none left with a card that prepares forever."""
+    kind = "anthropic"
+    with harness(kind, tmp_path) as h:
+        h.server.enqueue(
+            sc.prepared_then_stall(kind, PARIS),
+            sc.prepared_then_stall(kind, PARIS),
+            sc.ok(sc.text_turn(kind)),
+            sc.ok(sc.text_turn(kind)),
+        )
+        opened = [h.session() for _ in range(2)]
+        replies = [h.prompt(sid, sink) for sid, sink in opened]
+        for _, sink in opened:
+            sink.wait_for_preparing()
+        sessions = h.runtime.supervisor_state.sessions
+        # Chunks no tracker can read: the handler raises, as a bug in it would.
+        poisoned = ChunksReceivedTogether(
+            tuple(
+                ChunksReceived(sid, sessions[sid].attempt, (object(),))  # type: ignore[arg-type]
+                for sid, _ in opened
+            )
+        )
+        h.runtime.directory.tell(TRACKER, poisoned)
+        for (_, sink), reply in zip(opened, replies, strict=True):
+            assert reply.result(timeout=15).stop_reason == "end_turn"
+            check_cards(sink.frames())
+            assert lifecycle(sink.frames()) == {"call_paris": ["preparing", "discarded"]}
+        assert h.runtime.directory.restarts.get(TRACKER) == 1
 
 
 @pytest.mark.parametrize("kind", PROVIDERS)
