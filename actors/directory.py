@@ -80,6 +80,9 @@ class RoleDirectory:
         """Deliver to the role's current actor, following a restart in progress."""
         deadline = time.monotonic() + 5.0
         while True:
+            # Put under the lock: a restart moves the dead actor's mail under it too, so a
+            # message is either in that mail when it is moved or goes to the successor after
+            # it, never overtaking it nor left behind in the dead mailbox.
             with self._lock:
                 ref = self._refs.get(role)
                 if role in self._broken or self._stopping:
@@ -87,15 +90,13 @@ class RoleDirectory:
                         "dropping %s for %s: role unavailable", type(message).__name__, role
                     )
                     return
-            if ref is None:
-                raise KeyError(role)
-            try:
-                ref.tell(message)
-                return
-            except pykka.ActorDeadError:
-                with self._lock:
-                    if self._refs.get(role) is ref and not self._stopping:
-                        self._changed.wait(timeout=0.05)
+                if ref is None:
+                    raise KeyError(role)
+                try:
+                    ref.tell(message)
+                    return
+                except pykka.ActorDeadError:  # crashed: wait for its successor
+                    self._changed.wait(timeout=0.05)
                 if time.monotonic() > deadline:
                     logger.error("role %s stayed dead; dropping %s", role, type(message).__name__)
                     return
@@ -122,21 +123,21 @@ class RoleDirectory:
                 return None
             factory = self._factories[role]
         successor = factory()
-        with self._lock:
+        moved = 0
+        with self._lock:  # the queued mail first, then what ``tell`` held back meanwhile
+            inbox = actor.actor_inbox
+            while not inbox.empty():
+                envelope = inbox.get()
+                # pykka's stop request is a private envelope type; the pykka contract test
+                # fails if pykka changes it, before a restart could forward a stop.
+                if envelope.reply_to is None and not isinstance(
+                    envelope.message, pykka.messages._ActorStop
+                ):
+                    successor.tell(envelope.message)
+                    moved += 1
             self._refs[role] = successor
             self.restarts[role] = self.restarts.get(role, 0) + 1
             self._changed.notify_all()
-        moved = 0
-        inbox = actor.actor_inbox
-        while not inbox.empty():
-            envelope = inbox.get()
-            # pykka's stop request is a private envelope type; tests/actors/test_pykka_contract.py
-            # fails if pykka changes it, before a restart could forward a stop to the successor.
-            if envelope.reply_to is None and not isinstance(
-                envelope.message, pykka.messages._ActorStop
-            ):
-                successor.tell(envelope.message)
-                moved += 1
         logger.error("%s crashed (%r); restarted, %d queued messages moved", role, error, moved)
         return successor
 
