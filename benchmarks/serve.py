@@ -803,19 +803,19 @@ def build_long_session(data_dir: Path, cwd: str, turns: int) -> tuple[str, int]:
     session_id = f"sess_{uuid.uuid4().hex}"
     with SessionStore(data_dir / STORE_FILE) as store:
         journal = StoreJournal(store)
-        store.create(session_id, cwd, "bench")
+        store.sessions.create(session_id, cwd, "bench")
         history: list[Content] = []
         for n in range(turns):
             history.extend(turn_history(n))
             record_turn(journal, session_id, turn_frames(n), tuple(history))
         if not journal.close(timeout=120):
             raise RuntimeError("the journal did not finish writing the long session")
-        store.release(session_id)
+        store.claims.release(session_id)
     return session_id, turns * len(turn_frames(0))
 
 
 def _store_load_ms(data_dir: Path, session_id: str, repeats: int = 3) -> float:
-    """``SessionStore.load`` alone, in this process: the floor under a cold ``session/load``."""
+    """``Sessions.load`` alone, in this process: the floor under a cold ``session/load``."""
     from toolprep.runtime.assembly import STORE_FILE
     from toolprep.runtime.store import SessionStore
 
@@ -823,7 +823,7 @@ def _store_load_ms(data_dir: Path, session_id: str, repeats: int = 3) -> float:
     with SessionStore(data_dir / STORE_FILE) as store:
         for _ in range(repeats):
             t0 = time.perf_counter()
-            store.load(session_id)
+            store.sessions.load(session_id)
             times.append((time.perf_counter() - t0) * 1000)
     return round(min(times), 2)
 
@@ -972,7 +972,7 @@ def print_details(runs: Sequence[dict[str, Any]], long_load: dict[str, Any]) -> 
     print(
         f"  load of a {long_load['turns']}-turn session ({long_load['frames_expected']} frames, "
         f"store {sum(long_load['database_files'].values()) / 1024:.0f} KiB, "
-        f"SessionStore.load alone {long_load['store_load_ms']:.1f} ms): cold (from the store) "
+        f"Sessions.load alone {long_load['store_load_ms']:.1f} ms): cold (from the store) "
         f"{cold['reply_ms']:.1f} ms (first frame {_fmt(cold['first_frame_ms'], '.1f')} ms; "
         f"daemon CPU {cold['daemon_cpu_ms']:.0f} ms, client reader CPU "
         f"{cold['client_reader_cpu_ms']:.0f} ms), warm (live) p50 "

@@ -44,8 +44,8 @@ from toolprep.messages.content import (
     TextPart,
 )
 from toolprep.runtime.store import SessionStore
+from toolprep.runtime.store.connection import SYNCHRONOUS_LEVELS, Synchronous
 from toolprep.runtime.store.journal import StoreJournal
-from toolprep.runtime.store.session_store import SYNCHRONOUS_LEVELS, Synchronous
 
 TARGET_LOAD_MS = 200.0
 
@@ -124,8 +124,8 @@ def measure(turns: int, loads: int, synchronous: Synchronous, where: str | None)
         db = Path(tmp) / "sessions.db"
         with SessionStore(db, synchronous=synchronous) as store:
             journal = StoreJournal(store)
-            store.create("sess_bench", "/work", "bench")
-            store.create("sess_burst", "/work", "bench")
+            store.sessions.create("sess_bench", "/work", "bench")
+            store.sessions.create("sess_burst", "/work", "bench")
             history: list[Content] = []
             journal_ms: list[float] = []
             written_ms: list[float] = []
@@ -155,7 +155,7 @@ def measure(turns: int, loads: int, synchronous: Synchronous, where: str | None)
             load_ms = []
             for _ in range(loads):
                 t3 = time.perf_counter()
-                loaded = store.load("sess_bench")
+                loaded = store.sessions.load("sess_bench")
                 load_ms.append((time.perf_counter() - t3) * 1000)
             assert drained and len(loaded.history) == 4 * turns
             assert len(loaded.frames) == len(turn_frames(0)) * turns

@@ -645,12 +645,12 @@ def _build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPoli
         if runtime.store is not None:
             # Before any session runs: what a killed predecessor left open gets its discard
             # (or, if the store cannot be written now, once it can).
-            runtime.store.close_open_cards()
+            runtime.store.cards.close_open_cards()
         stop.on_force = runtime.kill_tool_processes_now
         return _Hosted(runtime, runtime if runtime.store is not None else None, runtime.store)
     front_store = SessionStore(path, synchronous=args.synchronous) if path is not None else None
     if front_store is not None:
-        front_store.close_open_cards()  # as above
+        front_store.cards.close_open_cards()  # as above
     if getattr(args, "ray", None) is not None:
         return _ray_hosted(args, options, front_store, stop)
     spec = WorkerSpec(

@@ -76,9 +76,9 @@ from toolprep.runtime.session_host import (
     UnknownSession,
     check_outcome,
 )
+from toolprep.runtime.store import SessionStore, StoredSession, StoreError
 from toolprep.runtime.store.journal import StoreJournal
 from toolprep.runtime.store.numbering import NumberingJournal
-from toolprep.runtime.store.session_store import SessionStore, StoredSession, StoreError
 from toolprep.runtime.tools.base import ClientFilesystem, PermissionOutcome
 from toolprep.runtime.tools.process_groups import ProcessGroups
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry
@@ -237,7 +237,7 @@ class Runtime:
         """
         self.mcp.check(mcp_servers)  # before anything of the session exists
         if self.store is not None:
-            self.store.require_writable()  # a session that could not be kept is refused
+            self.store.recovery.require_writable()  # a session that could not be kept is refused
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
         resolved = str(Path(cwd).resolve())
         self._await_close(session_id)
@@ -270,15 +270,15 @@ class Runtime:
         self._await_close(session_id)
         # First: a card's queued terminal update must land before close_open_cards discards it.
         self._wait_for_journal(f"restoring {session_id}")
-        self.store.claim(session_id)  # refused while another live process serves it
-        self.store.close_open_cards(session_id)  # what a crash of its last process left open
-        stored = self.store.load(session_id, frames=with_frames)
+        self.store.claims.claim(session_id)  # refused while another live process serves it
+        self.store.cards.close_open_cards(session_id)  # what a crash of its last process left open
+        stored = self.store.sessions.load(session_id, frames=with_frames)
         route = self._route_of(stored.info.model)
         mode = self._stored_mode(session_id)
         # Every id a card of it showed, and every call id in its history (a card's frames may
         # be lost with a crash): a provider that numbers its ids the same way each process
         # (the replay does) must not open a card the editor would take for an old one.
-        shown = self.store.shown_call_ids(session_id) | _history_call_ids(stored.history)
+        shown = self.store.frame_log.shown_call_ids(session_id) | _history_call_ids(stored.history)
         self._open(
             session_id,
             stored.info.cwd,
@@ -314,7 +314,7 @@ class Runtime:
         if self.has_session(session_id):
             if replay and self.store is not None:
                 self._wait_for_journal(f"replaying {session_id}")
-                for frame in self.store.encoded_frames(session_id, after_seq):
+                for frame in self.store.frame_log.encoded_frames(session_id, after_seq):
                     sink.send_encoded_update(session_id, frame)
             return
         self.restore_session(
@@ -322,7 +322,7 @@ class Runtime:
         )
         if replay and self.store is not None:
             # No turn can start before this returns, so nothing overtakes them.
-            for frame in self.store.encoded_frames(session_id, after_seq):
+            for frame in self.store.frame_log.encoded_frames(session_id, after_seq):
                 sink.send_encoded_update(session_id, frame)
 
     def list_sessions(
@@ -331,7 +331,7 @@ class Runtime:
         if self.store is None:
             return [], None
         self._wait_for_journal("listing sessions")
-        return self.store.list_sessions(cwd, cursor)
+        return self.store.sessions.list_sessions(cwd, cursor)
 
     def flush_journal(self, timeout: float = JOURNAL_WAIT_S) -> bool:
         """Wait until the frames and histories recorded so far are in the store.
@@ -355,7 +355,7 @@ class Runtime:
             self.close_session(session_id)
         if self.store is None:
             raise UnknownSession(session_id)
-        self.store.delete(session_id)
+        self.store.sessions.delete(session_id)
 
     def _open(
         self,
@@ -389,11 +389,11 @@ class Runtime:
                 self._client_fs[session_id] = client_fs
         try:
             if create_in_store and self.store is not None:
-                self.store.create(session_id, cwd, self.routes[0].model)
-                self.store.set_mode(session_id, mode)
+                self.store.sessions.create(session_id, cwd, self.routes[0].model)
+                self.store.sessions.set_mode(session_id, mode)
             if self.journal is not None and self.store is not None:
                 # Its frames are numbered on after every number a process reserved for it.
-                last_seq = 0 if create_in_store else self.store.resume_seq(session_id)
+                last_seq = 0 if create_in_store else self.store.frame_log.resume_seq(session_id)
                 self.journal.start_session(session_id, last_seq)
             # Started before the session can take a prompt, so its first turn has the tools.
             own_tools = self.mcp.open(session_id, cwd, mcp_servers)
@@ -425,7 +425,7 @@ class Runtime:
     def _stored_mode(self, session_id: str) -> SessionMode:
         """The mode the store kept for the session; the default if it kept none it knows."""
         assert self.store is not None
-        stored = self.store.mode_of(session_id)
+        stored = self.store.sessions.mode_of(session_id)
         if stored is None:
             return self.config.default_mode
         try:
@@ -462,7 +462,7 @@ class Runtime:
         self.directory.tell(EMITTER, WriteFrames(session_id, (update,)))
         if self.store is not None:
             try:
-                self.store.set_model(session_id, model)
+                self.store.sessions.set_model(session_id, model)
             except StoreError as exc:
                 logger.error("the model of %s is not kept: %s", session_id, exc)
         return SessionConfig(model, self._models, mode)
@@ -478,7 +478,7 @@ class Runtime:
         self.directory.tell(EMITTER, WriteFrames(session_id, updates))
         if self.store is not None:
             try:
-                self.store.set_mode(session_id, mode)
+                self.store.sessions.set_mode(session_id, mode)
             except StoreError as exc:
                 logger.error("the mode of %s is not kept: %s", session_id, exc)
         return SessionConfig(model, self._models, mode)
@@ -490,7 +490,7 @@ class Runtime:
         with self._lock:
             found = set(self._cwds.values())
         if self.store is not None:
-            found.update(self.store.session_directories())
+            found.update(self.store.sessions.session_directories())
         return found
 
     def has_session(self, session_id: str) -> bool:
@@ -512,7 +512,7 @@ class Runtime:
             if session_id not in self._sessions:
                 raise UnknownSession(session_id)
         if self.store is not None:
-            self.store.require_writable()  # a turn that could not be kept is refused
+            self.store.recovery.require_writable()  # a turn that could not be kept is refused
         with self._lock:
             self._outstanding[session_id] += 1
         reply.add_done_callback(lambda _done: self._prompt_done(session_id))
@@ -616,7 +616,7 @@ class Runtime:
                 self.journal.end_session(session_id)
             self._wait_for_journal(f"releasing {session_id}")
             try:
-                self.store.release(session_id)
+                self.store.claims.release(session_id)
             except StoreError as exc:
                 logger.error("session %s stays marked as served here: %s", session_id, exc)
 

@@ -16,7 +16,7 @@ from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOL
 from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
-from toolprep.runtime.store.session_store import DEFAULT_SYNCHRONOUS, Synchronous
+from toolprep.runtime.store.connection import DEFAULT_SYNCHRONOUS, Synchronous
 
 __all__ = ["RuntimeOptions"]
 

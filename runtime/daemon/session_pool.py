@@ -52,7 +52,7 @@ from toolprep.runtime.session_host import (
     SessionLimitReached,
     UnknownSession,
 )
-from toolprep.runtime.store.session_store import decode_list_cursor, encode_list_cursor
+from toolprep.runtime.store.list_cursor import decode_list_cursor, encode_list_cursor
 
 __all__ = ["DEFAULT_GRACE_S", "LIST_PAGE_SIZE", "PoolClient", "SessionPool"]
 

@@ -1,13 +1,13 @@
 """Sessions kept in a SQLite file, so they outlive the process that served them."""
 
 from toolprep.runtime.session_host import SessionInfo
-from toolprep.runtime.store.session_store import (
+from toolprep.runtime.store.errors import (
     SessionNotStored,
     SessionOwnedElsewhere,
-    SessionStore,
-    StoredSession,
     StoreError,
 )
+from toolprep.runtime.store.session_store import SessionStore
+from toolprep.runtime.store.sessions import StoredSession
 
 __all__ = [
     "SessionInfo",

@@ -22,7 +22,7 @@ numbers run out, so a frame waits for it only when the writer is that far
 behind; the first block is reserved as the session opens), and a process
 that opens the session again numbers on after everything reserved, its
 log marking the reserved numbers it lacks as a gap
-(``SessionStore.resume_seq``). Closing a session (``end_session``,
+(``FrameLog.resume_seq``). Closing a session (``end_session``,
 ``close``) settles the mark at the last number shown, so a session closed
 cleanly leaves no gap.
 
@@ -51,8 +51,9 @@ from typing import Any, assert_never
 
 from toolprep.messages.content import Content
 from toolprep.messages.frames import agent_message_chunk, card_change, numbered
+from toolprep.runtime.store.errors import StoreError
 from toolprep.runtime.store.failure_log import FailureLog
-from toolprep.runtime.store.session_store import SessionStore, StoreError
+from toolprep.runtime.store.session_store import SessionStore
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ class StoreJournal:
     # --- numbering ------------------------------------------------------------------------
 
     def start_session(self, session_id: str, last_seq: int) -> None:
-        """The session's log ends at ``last_seq`` (``SessionStore.resume_seq``): its next
+        """The session's log ends at ``last_seq`` (``FrameLog.resume_seq``): its next
         frame is the one after (or after the last this journal numbered, should those not
         all be stored). Its first block of numbers is reserved here, as it opens, so its
         first frames wait for no write."""
@@ -188,7 +189,7 @@ class StoreJournal:
             last = self._last_seq[session_id] = max(self._last_seq.get(session_id, 0), last_seq)
         through = last + RESERVE_BLOCK
         try:
-            self.store.reserve_seq(session_id, through)
+            self.store.frame_log.reserve_seq(session_id, through)
         except StoreError as exc:  # its first frame asks again, through the writer
             logger.error("frame numbers of %s up to %d not reserved: %s", session_id, through, exc)
             through = last
@@ -211,7 +212,7 @@ class StoreJournal:
             last = self._last_seq.get(session_id)
         if last is None:  # not started here: carry on from the store's log
             try:
-                last = self.store.resume_seq(session_id)
+                last = self.store.frame_log.resume_seq(session_id)
             except StoreError as exc:
                 logger.error("numbering the frames of %s from 1: %s", session_id, exc)
                 last = 0
@@ -409,13 +410,15 @@ class StoreJournal:
         try:
             match job:
                 case _Frames():
-                    self.store.append_frames(job.session_id, job.frames)
+                    self.store.frame_log.append_frames(job.session_id, job.frames)
                 case _History():
-                    self.store.save_history(job.session_id, job.history, rewritten=job.rewritten)
+                    self.store.sessions.save_history(
+                        job.session_id, job.history, rewritten=job.rewritten
+                    )
                 case _Reserve():
-                    self.store.reserve_seq(job.session_id, job.through)
+                    self.store.frame_log.reserve_seq(job.session_id, job.through)
                 case _Settle():
-                    self.store.settle_seq(job.session_id, job.last)
+                    self.store.frame_log.settle_seq(job.session_id, job.last)
                 case _:
                     assert_never(job)
         except StoreError as exc:

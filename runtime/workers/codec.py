@@ -31,7 +31,7 @@ from toolprep.runtime.session_host import (
     SessionConfig,
     WriteTextFile,
 )
-from toolprep.runtime.store.session_store import SYNCHRONOUS_LEVELS
+from toolprep.runtime.store.connection import SYNCHRONOUS_LEVELS
 
 __all__ = [
     "dump_answer",

@@ -329,15 +329,15 @@ class WorkerHost:
             # journal has written what it sent, and the session goes on where it is.
             if replay:
                 self._ask(session_id, lambda call_id: FlushJournal(call_id, session_id))
-                for frame in self._store.encoded_frames(session_id, after_seq):
+                for frame in self._store.frame_log.encoded_frames(session_id, after_seq):
                     sink.send_encoded_update(session_id, frame)
             return
-        info = self._store.info(session_id)
+        info = self._store.sessions.info(session_id)
         self._place(session_id, info.cwd, sink, editor, "restore", tuple(mcp_servers))
         if replay:
             # The worker closed what a crash had left open before it restored the session,
             # and no turn can start before this returns, so nothing overtakes these.
-            for frame in self._store.encoded_frames(session_id, after_seq):
+            for frame in self._store.frame_log.encoded_frames(session_id, after_seq):
                 sink.send_encoded_update(session_id, frame)
 
     def list_sessions(
@@ -345,7 +345,7 @@ class WorkerHost:
     ) -> tuple[list[SessionInfo], str | None]:
         if self._store is None:
             return [], None
-        return self._store.list_sessions(cwd, cursor)
+        return self._store.sessions.list_sessions(cwd, cursor)
 
     def delete_session(self, session_id: str) -> None:
         with self._lock:
@@ -354,7 +354,7 @@ class WorkerHost:
             self.close_session(session_id)
         if self._store is None:
             raise UnknownSession(session_id)
-        self._store.delete(session_id)
+        self._store.sessions.delete(session_id)
 
     def prompt(
         self, session_id: str, parts: Sequence[Part], user_message: UserMessage | None = None

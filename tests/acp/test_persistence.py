@@ -220,7 +220,7 @@ def test_sessions_are_kept_in_the_user_data_directory_by_default(tmp_path: Path)
         finally:
             agent.kill()
     with SessionStore(data_home / "toolprep" / "sessions.db") as store:
-        assert message_text(list(store.load(session_id).frames)) == "Kept by default."
+        assert message_text(list(store.sessions.load(session_id).frames)) == "Kept by default."
 
 
 def test_close_then_resume_goes_on_without_a_replay(tmp_path: Path) -> None:

@@ -91,7 +91,7 @@ def test_a_session_closed_and_loaded_again_at_once_keeps_every_frame_of_its_turn
 
         assert not lost, f"turns whose frames never reached the reloaded session's sink: {lost}"
         assert runtime.flush_journal()
-        stored = store.load(session_id)
+        stored = store.sessions.load(session_id)
         # Every turn's prompt and reply are in the history the next load starts from.
         assert len(stored.history) == 2 * (CYCLES + 1)
         assert message_text(list(stored.frames)) == "".join(f"reply {n}" for n in range(CYCLES + 1))
@@ -149,7 +149,7 @@ def test_a_session_closed_mid_turn_is_in_the_store_with_its_discards_once_close_
                     server, runtime, sink, session_id, call_id, f"stall {cycle}"
                 )
                 runtime.close_session(session_id)
-                stored = other_process.load(session_id)
+                stored = other_process.sessions.load(session_id)
                 if not any(
                     is_discarded(f) and f.get("toolCallId") == call_id for f in stored.frames
                 ):

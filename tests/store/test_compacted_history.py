@@ -33,13 +33,13 @@ def test_a_rewritten_history_replaces_the_stored_one_and_later_turns_append(
     tmp_path: Path,
 ) -> None:
     with SessionStore(tmp_path / "sessions.db") as store:
-        store.create("sess_a", str(tmp_path))
-        store.save_history("sess_a", LONG)
-        store.save_history("sess_a", COMPACTED, rewritten=True)
-        assert store.load("sess_a").history == COMPACTED
-        store.save_history("sess_a", NEXT)
-        assert store.load("sess_a").history == NEXT
-        assert store.load("sess_a").info.title == "user 0"  # the session keeps its title
+        store.sessions.create("sess_a", str(tmp_path))
+        store.sessions.save_history("sess_a", LONG)
+        store.sessions.save_history("sess_a", COMPACTED, rewritten=True)
+        assert store.sessions.load("sess_a").history == COMPACTED
+        store.sessions.save_history("sess_a", NEXT)
+        assert store.sessions.load("sess_a").history == NEXT
+        assert store.sessions.load("sess_a").info.title == "user 0"  # the session keeps its title
 
 
 def test_a_lost_compacted_save_makes_the_next_save_rewrite_the_whole_history(
@@ -52,7 +52,7 @@ def test_a_lost_compacted_save_makes_the_next_save_rewrite_the_whole_history(
             journal.turn_ended("sess_a", COMPACTED, rewritten=True)
             assert journal.flush(timeout=LONG_BUSY_S)  # failed writes count as done
         assert any("the history of sess_a was not saved" in r.getMessage() for r in caplog.records)
-        assert store.load("sess_a").history == LONG
+        assert store.sessions.load("sess_a").history == LONG
         journal.turn_ended("sess_a", NEXT)
         assert journal.flush(timeout=LONG_BUSY_S)
-        assert store.load("sess_a").history == NEXT
+        assert store.sessions.load("sess_a").history == NEXT

@@ -52,7 +52,7 @@ def test_frames_and_history_are_stored_and_a_new_runtime_goes_on_from_them(
             sent = [f for f in sink.frames() if f.get("sessionUpdate") != "__turn_result__"]
 
         with SessionStore(db) as store:
-            stored = store.load(session_id)
+            stored = store.sessions.load(session_id)
         assert list(stored.frames) == sent  # exactly what the editor was sent, in order
         assert lifecycle(list(stored.frames)) == {
             "call_paris": ["preparing", "in_progress", "completed"]
@@ -72,7 +72,7 @@ def test_frames_and_history_are_stored_and_a_new_runtime_goes_on_from_them(
         assert "weather in Paris?" in last_request and "Sunny in Paris." in last_request
         assert "and now?" in last_request
         with SessionStore(db) as store:
-            after = store.load(session_id)
+            after = store.sessions.load(session_id)
         assert len(after.history) == 6
         check_cards(list(after.frames))
 
@@ -134,7 +134,7 @@ def journal_on(
     db = tmp_path / "journal.db"
     with SessionStore(db, busy_timeout=busy_timeout) as store:
         for session_id in sessions:
-            store.create(session_id, str(tmp_path))
+            store.sessions.create(session_id, str(tmp_path))
         journal = StoreJournal(store, max_pending=max_pending)
         for session_id in sessions:
             journal.start_session(session_id, 0)  # as the runtime does when it opens one
@@ -167,7 +167,7 @@ def test_frames_and_histories_land_in_order_per_session(tmp_path: Path) -> None:
                 sent[session_id] += record_turn(journal, session_id, n)
         assert journal.flush(timeout=LONG_BUSY_S)
         for session_id, frames in sent.items():
-            stored = store.load(session_id)
+            stored = store.sessions.load(session_id)
             assert list(stored.frames) == frames
             assert [fr.seq_of(f) for f in frames] == list(range(1, len(frames) + 1))
             assert [c.parts for c in stored.history] == questions(20)
@@ -203,7 +203,7 @@ def test_a_turn_ends_once_its_frames_and_history_are_stored(tmp_path: Path) -> N
         turn_thread.join(LONG_BUSY_S)
         [(sent, notice)] = ended
         assert notice is None
-        stored = store.load("sess_a")
+        stored = store.sessions.load("sess_a")
         assert list(stored.frames) == sent
         assert [c.parts for c in stored.history] == questions(1)
 
@@ -231,12 +231,12 @@ def test_a_write_that_gives_up_on_the_lock_is_told_at_the_turn_end_and_marked_as
         assert any("the history of sess_a was not saved" in m for m in logged)
         later, notice = record_turn_told(journal, "sess_a", 1)
         assert notice is None  # told once
-        stored = store.load("sess_a")
+        stored = store.sessions.load("sess_a")
         assert list(stored.frames) == later
         assert [c.parts for c in stored.history] == questions(2)  # the lost save repaired
         # The lost frames' numbers (and the notice's) stay unused: a replay shows the gap.
         assert fr.seq_of(later[0]) == len(lost) + 2
-        replay = [json.loads(f) for f in store.encoded_frames("sess_a")]
+        replay = [json.loads(f) for f in store.frame_log.encoded_frames("sess_a")]
         assert replay[0] == fr.gap_mark(len(lost) + 1, 0)
         assert replay[1:] == later
 
@@ -250,12 +250,12 @@ def test_close_writes_what_was_handed_over_then_refuses_more(
             sent = [journal.record("sess_a", f) for n in range(10) for f in card(f"call_{n}")]
             assert not journal.close(timeout=0.1)  # still waiting for the lock
         assert journal.close(timeout=LONG_BUSY_S)
-        assert list(store.load("sess_a").frames) == sent
+        assert list(store.sessions.load("sess_a").frames) == sent
         with caplog.at_level(logging.ERROR):
             _, notice = record_turn_told(journal, "sess_a", 10)  # neither raises nor writes
         assert notice is not None and "the journal is closed" in notice
         assert journal.flush(timeout=0)
-        assert list(store.load("sess_a").frames) == sent
+        assert list(store.sessions.load("sess_a").frames) == sent
         assert any("the journal is closed" in r.getMessage() for r in caplog.records)
 
 
@@ -263,7 +263,7 @@ def test_a_failing_write_does_not_stop_the_writer(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with journal_on(tmp_path, "sess_a") as (journal, store, _db):
-        real_append = store.append_frames
+        real_append = store.frame_log.append_frames
         broken = True
 
         def append_while_broken(session_id: str, frames: Any) -> int:
@@ -271,7 +271,7 @@ def test_a_failing_write_does_not_stop_the_writer(
                 raise RuntimeError("a bug in the store")
             return real_append(session_id, frames)
 
-        monkeypatch.setattr(store, "append_frames", append_while_broken)
+        monkeypatch.setattr(store.frame_log, "append_frames", append_while_broken)
         with caplog.at_level(logging.ERROR):
             _, notice = record_turn_told(journal, "sess_a", 0)
             assert notice is not None and "a bug in the store" in notice
@@ -283,7 +283,7 @@ def test_a_failing_write_does_not_stop_the_writer(
         broken = False
         later = record_turn(journal, "sess_a", 1)
         assert journal.flush(timeout=LONG_BUSY_S)
-        assert list(store.load("sess_a").frames) == later
+        assert list(store.sessions.load("sess_a").frames) == later
 
 
 def test_a_writer_far_behind_slows_the_sessions_and_drops_nothing(tmp_path: Path) -> None:
@@ -307,7 +307,7 @@ def test_a_writer_far_behind_slows_the_sessions_and_drops_nothing(tmp_path: Path
         assert not producer.is_alive()
         assert journal.flush(timeout=LONG_BUSY_S)
         assert len(sent) == 20
-        assert list(store.load("sess_a").frames) == sent
+        assert list(store.sessions.load("sess_a").frames) == sent
         assert journal.lost_frames == 0
 
 
@@ -362,5 +362,5 @@ def test_a_runtime_flushes_its_journal_on_request_and_drains_it_at_shutdown(
                 assert h.turn(session_id, sink).stop_reason == "end_turn"
                 assert h.runtime.flush_journal()
                 sent = [f for f in sink.frames() if f.get("sessionUpdate") != "__turn_result__"]
-                assert list(store.load(session_id).frames) == sent
+                assert list(store.sessions.load(session_id).frames) == sent
             assert journal_threads(before) == 0

@@ -16,7 +16,7 @@ from tests.support.runtime_harness import lifecycle
 from tests.support.small_disk import SmallDisk, small_disk
 from toolprep.messages import frames as fr
 from toolprep.runtime.store import SessionStore
-from toolprep.runtime.store.session_store import SessionStoreReadOnly
+from toolprep.runtime.store.errors import SessionStoreReadOnly
 
 REFUSED = (
     r"^the session store is read-only: (?P<cause>.+); new turns are refused until it "
@@ -32,30 +32,30 @@ def disk(tmp_path: Path) -> Iterator[SmallDisk]:
 
 def _check_degraded_then_recovered(db: Path, clear: SmallDisk, how: str) -> None:
     with SessionStore(db) as store:
-        assert store.read_only_cause is not None
+        assert store.database.read_only_cause is not None
         # Listing and loading work; nothing is claimed or closed yet.
-        assert [s.session_id for s in store.list_sessions()[0]] == ["sess_1"]
-        assert list(store.load("sess_1").frames)[: len(TURN)] == NUMBERED_TURN
-        store.claim("sess_1")  # checked, not written
-        assert store.close_open_cards() == 0  # owed
+        assert [s.session_id for s in store.sessions.list_sessions()[0]] == ["sess_1"]
+        assert list(store.sessions.load("sess_1").frames)[: len(TURN)] == NUMBERED_TURN
+        store.claims.claim("sess_1")  # checked, not written
+        assert store.cards.close_open_cards() == 0  # owed
         with pytest.raises(SessionStoreReadOnly, match=REFUSED) as refused:
-            store.create("sess_2", "/work")
-        assert refused.value.cause == store.read_only_cause
+            store.sessions.create("sess_2", "/work")
+        assert refused.value.cause == store.database.read_only_cause
         with pytest.raises(SessionStoreReadOnly, match=REFUSED):
-            store.require_writable()  # tried again: still refused
+            store.recovery.require_writable()  # tried again: still refused
 
         getattr(clear, how)()
-        store.require_writable()
-        assert store.read_only_cause is None
+        store.recovery.require_writable()
+        assert store.database.read_only_cause is None
         # The discard owed since start-up was written on the way.
-        assert lifecycle(list(store.load("sess_1").frames))["call_2"] == [
+        assert lifecycle(list(store.sessions.load("sess_1").frames))["call_2"] == [
             "preparing",
             "discarded",
         ]
-        store.create("sess_2", "/work")
-        store.append_frames("sess_2", TURN)
+        store.sessions.create("sess_2", "/work")
+        store.frame_log.append_frames("sess_2", TURN)
     with SessionStore(db) as store:
-        assert list(store.load("sess_2").frames) == NUMBERED_TURN
+        assert list(store.sessions.load("sess_2").frames) == NUMBERED_TURN
 
 
 def test_a_full_disk_opens_read_only_and_recovers_when_space_is_freed(
@@ -64,7 +64,7 @@ def test_a_full_disk_opens_read_only_and_recovers_when_space_is_freed(
     db = disk.path / "sessions.db"
     crashed_session(db)
     disk.fill()
-    with caplog.at_level(logging.WARNING, logger="toolprep.runtime.store.session_store"):
+    with caplog.at_level(logging.WARNING, logger="toolprep.runtime.store.recovery"):
         _check_degraded_then_recovered(db, disk, "free")
     messages = [r.getMessage() for r in caplog.records]
     assert any("cannot be written" in m and "sessions can be listed" in m for m in messages)
@@ -83,18 +83,20 @@ def test_a_read_only_file_system_opens_read_only_and_recovers_when_writable(
 def test_a_disk_that_fills_while_open_makes_the_store_read_only(disk: SmallDisk) -> None:
     db = disk.path / "sessions.db"
     with SessionStore(db) as store:
-        store.create("sess_1", "/work")
-        assert store.read_only_cause is None
+        store.sessions.create("sess_1", "/work")
+        assert store.database.read_only_cause is None
         disk.fill()
         with pytest.raises(Exception, match="full"):
             for n in range(10_000):  # until the write-ahead log needs a page it cannot get
-                store.append_frames("sess_1", [fr.agent_message_chunk("x" * 4000 + str(n))])
-        assert store.read_only_cause == "database or disk is full"
+                store.frame_log.append_frames(
+                    "sess_1", [fr.agent_message_chunk("x" * 4000 + str(n))]
+                )
+        assert store.database.read_only_cause == "database or disk is full"
         with pytest.raises(SessionStoreReadOnly, match="read-only: database or disk is full"):
-            store.create("sess_2", "/work")
+            store.sessions.create("sess_2", "/work")
         disk.free()
-        store.create("sess_2", "/work")
-        assert store.read_only_cause is None
+        store.sessions.create("sess_2", "/work")
+        assert store.database.read_only_cause is None
 
 
 def test_a_missing_store_on_a_read_only_disk_is_refused_by_name(disk: SmallDisk) -> None:
@@ -109,7 +111,7 @@ def test_the_durability_level_is_sqlites_synchronous_pragma(
 ) -> None:
     db = tmp_path / "sessions.db"
     with SessionStore(db, synchronous=level) as store:  # type: ignore[arg-type]
-        (found,) = store._db.execute("PRAGMA synchronous").fetchone()
+        (found,) = store.database._connection.execute("PRAGMA synchronous").fetchone()
     assert found == pragma
 
 
@@ -125,12 +127,12 @@ def test_a_store_another_process_locks_at_start_opens_read_only(tmp_path: Path) 
     holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
     try:
         with SessionStore(db, busy_timeout=0.2) as store:
-            assert store.read_only_cause == "database is locked"
-            assert [s.session_id for s in store.list_sessions()[0]] == ["sess_1"]
+            assert store.database.read_only_cause == "database is locked"
+            assert [s.session_id for s in store.sessions.list_sessions()[0]] == ["sess_1"]
             with pytest.raises(SessionStoreReadOnly, match="read-only: database is locked"):
-                store.create("sess_2", "/work")
+                store.sessions.create("sess_2", "/work")
             holder.execute("ROLLBACK")
-            store.create("sess_2", "/work")
+            store.sessions.create("sess_2", "/work")
     finally:
         holder.close()
 
@@ -143,19 +145,21 @@ def test_numbers_a_read_only_store_could_not_mark_are_marked_once_it_recovers(
     there once the store recovers, so no replay counts those numbers as exact."""
     db = tmp_path / "sessions.db"
     with SessionStore(db, owner=dead_owner()) as store:
-        store.create("sess_1", "/work")
-        store.reserve_seq("sess_1", 256)
-        store.append_frames("sess_1", NUMBERED_TURN[:2])
+        store.sessions.create("sess_1", "/work")
+        store.frame_log.reserve_seq("sess_1", 256)
+        store.frame_log.append_frames("sess_1", NUMBERED_TURN[:2])
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
     try:
         with SessionStore(db, busy_timeout=0.2) as store:
-            assert store.read_only_cause == "database is locked"
-            assert store.resume_seq("sess_1") == 257
+            assert store.database.read_only_cause == "database is locked"
+            assert store.frame_log.resume_seq("sess_1") == 257
             holder.execute("ROLLBACK")
-            store.require_writable()
-            store.append_frames("sess_1", [fr.numbered(TURN[3], 258)])
-            replay = [orjson.loads(f) for f in store.encoded_frames("sess_1", after_seq=2)]
+            store.recovery.require_writable()
+            store.frame_log.append_frames("sess_1", [fr.numbered(TURN[3], 258)])
+            replay = [
+                orjson.loads(f) for f in store.frame_log.encoded_frames("sess_1", after_seq=2)
+            ]
     finally:
         holder.close()
     mark = fr.numbered(fr.gap_mark(254, 2, "stopped"), 257)

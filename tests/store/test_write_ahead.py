@@ -112,7 +112,7 @@ def test_a_tool_whose_start_cannot_be_stored_does_not_run_and_the_turn_says_why(
             assert h.runtime.flush_journal()
             later = [f for f in sink.frames() if f.get("sessionUpdate") != "__turn_result__"]
             later = later[len(shown) :]
-            replay = [orjson.loads(f) for f in store.encoded_frames(session_id)]
+            replay = [orjson.loads(f) for f in store.frame_log.encoded_frames(session_id)]
     assert tool.saw_start == []  # never ran
     check_cards(sink.frames())
     [failed] = [f for f in shown if f.get("toolCallId") == "call_w" and f["status"] == "failed"]

@@ -68,9 +68,9 @@ def dead_owner() -> str:
 def crashed_session(db: Path, cwd: Path | str = "/work") -> None:
     """Store ``sess_1``: a finished turn, then a card its process died with open."""
     with SessionStore(db, owner=dead_owner()) as store:
-        store.create("sess_1", str(cwd))
-        store.append_frames("sess_1", TURN)
-        store.append_frames("sess_1", [fr.preparing("call_2", "grep", "search")])
+        store.sessions.create("sess_1", str(cwd))
+        store.frame_log.append_frames("sess_1", TURN)
+        store.frame_log.append_frames("sess_1", [fr.preparing("call_2", "grep", "search")])
 
 
 def _refused(reply: Message) -> str:
@@ -117,4 +117,4 @@ def degrade_and_recover(
 def discarded_after_recovery(db: Path) -> list[str]:
     """The lifecycle of the card ``crashed_session`` left open, as stored now."""
     with SessionStore(db) as store:
-        return lifecycle(list(store.load("sess_1").frames))["call_2"]
+        return lifecycle(list(store.sessions.load("sess_1").frames))["call_2"]

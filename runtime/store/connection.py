@@ -1,0 +1,179 @@
+"""Opening the session database: a connection set up for writing, or one that only reads.
+
+A writing connection is in WAL mode (one writer, readers never blocked by it), at the
+durability level asked for, with the schema migrated. A file that cannot be written (disk
+full, read-only file, directory or file system, locked by another process past the busy
+timeout) is opened to read instead, as long as it can be read; ``unwritable_cause`` tells
+such a failure from one that stays an error (a corrupt file, a bug).
+
+``synchronous`` is SQLite's ``PRAGMA synchronous`` under WAL: ``normal`` (the default)
+never loses a committed transaction when the process crashes, but a power loss or OS crash
+can lose the last ones; ``full`` syncs the WAL at each commit, so they survive that too, at
+the cost of an fsync per write.
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+import time
+from pathlib import Path
+from typing import Literal, assert_never, get_args
+
+from toolprep.runtime.store.errors import StoreError
+from toolprep.runtime.store.private_files import create_private_file
+from toolprep.runtime.store.schema import SCHEMA_VERSION, migrate
+
+__all__ = [
+    "DEFAULT_SYNCHRONOUS",
+    "JOURNAL_SIZE_LIMIT",
+    "SYNCHRONOUS_LEVELS",
+    "Synchronous",
+    "connect_read_only",
+    "connect_writable",
+    "unwritable_cause",
+    "write_probe",
+]
+
+Synchronous = Literal["normal", "full"]
+SYNCHRONOUS_LEVELS: tuple[Synchronous, ...] = get_args(Synchronous)
+DEFAULT_SYNCHRONOUS: Synchronous = "normal"
+
+JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024
+"""Bytes the write-ahead log is cut back to after a checkpoint."""
+
+_SET_UP_RETRY_S = 0.02
+"""Pause between two tries at setting up a connection another process holds back."""
+
+
+def connect_writable(
+    path: Path, busy_timeout: float, synchronous: Synchronous
+) -> sqlite3.Connection:
+    """A connection set up for writing (``OSError``, ``sqlite3.Error`` or ``SchemaTooNew``
+    if it cannot be)."""
+    create_private_file(path)  # SQLite's -wal and -shm files take its mode
+    db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+    try:
+        _set_up(db, busy_timeout, synchronous)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def connect_read_only(path: Path, cause: str) -> sqlite3.Connection:
+    """A connection that only reads, for a file that cannot be written.
+
+    A WAL database needs its shared-memory file, which a read-only directory or a
+    full disk may not let SQLite create; then the file is read as immutable (what
+    its last checkpoint holds).
+    """
+    failures = []
+    for options in ("mode=ro", "mode=ro&immutable=1"):
+        try:
+            db = sqlite3.connect(
+                f"{path.resolve().as_uri()}?{options}",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            failures.append(str(exc))
+            continue
+        try:
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+            db.execute("SELECT 1 FROM sessions LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            db.close()
+            failures.append(str(exc))
+            continue
+        if version != SCHEMA_VERSION:
+            db.close()
+            raise StoreError(
+                f"cannot use the session database {path}: it cannot be written "
+                f"({cause}) and its schema (version {version}) is not this toolprep's "
+                f"({SCHEMA_VERSION})"
+            )
+        return db
+    raise StoreError(
+        f"cannot open the session database {path}: it cannot be written ({cause}) "
+        f"nor read ({failures[-1]})"
+    )
+
+
+def write_probe(db: sqlite3.Connection) -> str | None:
+    """Why ``db`` cannot commit a write now, or None if it can.
+
+    The write sets a header field to the value it has: a real commit (a WAL frame
+    that must reach the disk) that changes nothing.
+    """
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            (application_id,) = db.execute("PRAGMA application_id").fetchone()
+            db.execute(f"PRAGMA application_id = {int(application_id)}")
+            db.execute("COMMIT")
+        finally:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        return str(exc)
+    return None
+
+
+def _set_up(db: sqlite3.Connection, busy_timeout: float, synchronous: Synchronous) -> None:
+    """Set the connection up and migrate, retrying while another process holds the file.
+
+    Switching to WAL and recovering a WAL another process is checkpointing or
+    deleting (as it does when its last connection closes) can answer "database is
+    locked" at once, without SQLite's busy handler; two agents starting on one data
+    directory hit that. Every step here is idempotent, so it is retried within the
+    busy timeout.
+    """
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            db.execute("PRAGMA foreign_keys = ON")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute(f"PRAGMA synchronous = {_synchronous_pragma(synchronous)}")
+            # Readers in other processes can hold the WAL past SQLite's automatic
+            # checkpoint; without a limit it then keeps its largest size for good.
+            db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+            migrate(db)
+            return
+        except sqlite3.OperationalError as exc:
+            locked = "locked" in str(exc) or "busy" in str(exc)
+            if not locked or time.monotonic() >= deadline:
+                raise
+            time.sleep(_SET_UP_RETRY_S)
+
+
+_UNWRITABLE = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN")
+"""SQLite's answers (and their extended codes) when the disk refuses a write."""
+_UNWRITABLE_AT_OPEN = (*_UNWRITABLE, "SQLITE_BUSY", "SQLITE_LOCKED")
+"""At open, also a lock another process held past the busy timeout."""
+_UNWRITABLE_ERRNOS = frozenset(
+    {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG}
+)
+
+
+def unwritable_cause(exc: BaseException, *, at_open: bool) -> str | None:
+    """What ``exc`` says if it means the store cannot be written now; None for anything
+    else (a corrupt file, a bug), which stays an error."""
+    if isinstance(exc, sqlite3.Error):
+        name = getattr(exc, "sqlite_errorname", None) or ""
+        kinds = _UNWRITABLE_AT_OPEN if at_open else _UNWRITABLE
+        return str(exc) if any(name == k or name.startswith(f"{k}_") for k in kinds) else None
+    if isinstance(exc, OSError) and exc.errno in _UNWRITABLE_ERRNOS:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _synchronous_pragma(level: Synchronous) -> str:
+    match level:
+        case "normal":
+            return "NORMAL"
+        case "full":
+            return "FULL"
+        case _:
+            assert_never(level)

@@ -1,0 +1,156 @@
+"""``StoreDatabase``: the session store's one SQLite connection, the lock it is used under,
+and whether it can be written.
+
+Every part of the store (``sessions``, ``frame_log``, ``claims``, ``open_cards``) works
+through ``transaction``: one connection in WAL mode, used under one lock, so there is one
+writer while readers are never blocked by it. A failure becomes a ``StoreError`` naming the
+file and what was being done; one that says the disk refuses writes (full, read-only,
+failing) makes the store read-only, and ``recovery`` takes it from there.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from toolprep.runtime.session_host import SessionInfo
+from toolprep.runtime.store.connection import (
+    SYNCHRONOUS_LEVELS,
+    Synchronous,
+    connect_read_only,
+    connect_writable,
+    unwritable_cause,
+    write_probe,
+)
+from toolprep.runtime.store.errors import SessionNotStored, StoreError
+from toolprep.runtime.store.schema import SchemaTooNew
+
+__all__ = ["StoreDatabase", "require_session"]
+
+logger = logging.getLogger(__name__)
+
+
+def _nothing() -> None:
+    """What the store does when it turns read-only, until ``recovery`` says otherwise."""
+
+
+class StoreDatabase:
+    """The connection, its lock, and why it cannot be written (if it cannot).
+
+    ``read_only`` and ``closed`` are read and written with ``lock`` held.
+    """
+
+    def __init__(self, path: Path, *, busy_timeout: float, synchronous: Synchronous) -> None:
+        if synchronous not in SYNCHRONOUS_LEVELS:
+            raise ValueError(
+                f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, got {synchronous!r}"
+            )
+        self.path = path
+        self.synchronous = synchronous
+        self.busy_timeout = busy_timeout
+        self.lock = threading.Lock()
+        self.read_only: str | None = None
+        """Why the store cannot be written, or None while it can."""
+        self.closed = False
+        self.on_unwritable: Callable[[], None] = _nothing
+        """Called with the lock held when a write finds the store cannot be written."""
+        try:
+            self._connection = connect_writable(path, busy_timeout, synchronous)
+        except SchemaTooNew as exc:
+            raise StoreError(f"cannot use the session database {path}: {exc}") from None
+        except (OSError, sqlite3.Error) as exc:
+            cause = unwritable_cause(exc, at_open=True)
+            if cause is None:
+                raise StoreError(f"cannot open the session database {path}: {exc}") from None
+            self._connection = connect_read_only(path, cause)
+            self.read_only = cause
+        else:
+            self.read_only = write_probe(self._connection)
+        logger.info("opened the session store %s (synchronous %s)", path, synchronous)
+
+    @property
+    def read_only_cause(self) -> str | None:
+        """Why the store cannot be written, as last found; None while it can."""
+        with self.lock:
+            return self.read_only
+
+    @contextmanager
+    def transaction(self, doing: str, *, read: bool = False) -> Iterator[sqlite3.Connection]:
+        """One transaction under the lock; a write the disk refuses makes the store read-only.
+        ``read``: a read-only one, which another process's write lock does not hold back."""
+        with self.lock:
+            # A read-only store reads without the write lock BEGIN IMMEDIATE takes: its
+            # connection may not be able to take it, or another process may hold it.
+            begin = "BEGIN" if read or self.read_only is not None else "BEGIN IMMEDIATE"
+            db = self._connection
+            try:
+                db.execute(begin)
+                try:
+                    yield db
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if db.in_transaction:
+                    with suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
+                self._note_unwritable(exc)
+                raise StoreError(f"cannot {doing} in {self.path}: {exc}", cause=str(exc)) from None
+
+    def reopen_writable(self, busy_timeout: float) -> bool:
+        """With the lock held: a writable connection in place of the current one, if the
+        file can be written now (waiting at most ``busy_timeout`` for another process's
+        lock); else ``read_only`` says why not."""
+        try:
+            db = connect_writable(self.path, busy_timeout, self.synchronous)
+        except (OSError, sqlite3.Error, SchemaTooNew) as exc:
+            self.read_only = unwritable_cause(exc, at_open=True) or str(exc)
+            return False
+        cause = write_probe(db)
+        if cause is not None:
+            db.close()
+            self.read_only = cause
+            return False
+        self._connection.close()
+        self._connection = db
+        db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        self.read_only = None
+        return True
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            self._connection.close()
+
+    def _note_unwritable(self, exc: sqlite3.Error) -> None:
+        """With the lock held: a failure that says the disk refuses writes (full, read-only,
+        failing) makes the store read-only until ``recovery`` finds it writable."""
+        cause = unwritable_cause(exc, at_open=False)
+        if cause is None or self.read_only is not None:
+            return
+        self.read_only = cause
+        logger.error(
+            "the session store %s cannot be written (%s): new sessions and turns are refused "
+            "until it can be",
+            self.path,
+            cause,
+        )
+        self.on_unwritable()
+
+
+def require_session(db: sqlite3.Connection, session_id: str) -> SessionInfo:
+    """In a transaction: the session, or ``SessionNotStored`` if no kept session has this id
+    (what every part checks before it reads or writes a session's rows)."""
+    row = db.execute(
+        "SELECT id, cwd, model, title, created_at, updated_at FROM sessions "
+        "WHERE id = ? AND deleted = 0",
+        (session_id,),
+    ).fetchone()
+    if row is None:
+        raise SessionNotStored(session_id)
+    return SessionInfo(*row)
