@@ -19,6 +19,8 @@ from typing import Any, Protocol
 
 import pykka
 
+from toolprep.actors.pykka_compat import told_messages
+
 logger = logging.getLogger(__name__)
 
 RoleFactory = Callable[[], "pykka.ActorRef[Any]"]
@@ -127,16 +129,9 @@ class RoleDirectory:
             self.restarts[role] = self.restarts.get(role, 0) + 1
             self._changed.notify_all()
         moved = 0
-        inbox = actor.actor_inbox
-        while not inbox.empty():
-            envelope = inbox.get()
-            # pykka's stop request is a private envelope type; tests/actors/test_pykka_contract.py
-            # fails if pykka changes it, before a restart could forward a stop to the successor.
-            if envelope.reply_to is None and not isinstance(
-                envelope.message, pykka.messages._ActorStop
-            ):
-                successor.tell(envelope.message)
-                moved += 1
+        for message in told_messages(actor.actor_inbox):  # never pykka's own stop request
+            successor.tell(message)
+            moved += 1
         logger.error("%s crashed (%r); restarted, %d queued messages moved", role, error, moved)
         return successor
 
