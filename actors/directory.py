@@ -19,6 +19,8 @@ from typing import Any, Protocol
 
 import pykka
 
+from toolprep.actors.pykka_compat import told_messages
+
 logger = logging.getLogger(__name__)
 
 RoleFactory = Callable[[], "pykka.ActorRef[Any]"]
@@ -125,16 +127,9 @@ class RoleDirectory:
         successor = factory()
         moved = 0
         with self._lock:  # the queued mail first, then what ``tell`` held back meanwhile
-            inbox = actor.actor_inbox
-            while not inbox.empty():
-                envelope = inbox.get()
-                # pykka's stop request is a private envelope type; the pykka contract test
-                # fails if pykka changes it, before a restart could forward a stop.
-                if envelope.reply_to is None and not isinstance(
-                    envelope.message, pykka.messages._ActorStop
-                ):
-                    successor.tell(envelope.message)
-                    moved += 1
+            for message in told_messages(actor.actor_inbox):  # never pykka's own stop request
+                successor.tell(message)
+                moved += 1
             self._refs[role] = successor
             self.restarts[role] = self.restarts.get(role, 0) + 1
             self._changed.notify_all()

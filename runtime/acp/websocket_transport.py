@@ -33,6 +33,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from toolprep.runtime.acp.transport import SkippedMessage
+from toolprep.runtime.acp.websockets_compat import abort
 
 __all__ = [
     "CUT_OFF_REASON",
@@ -60,7 +61,7 @@ async def close_within(socket: Connection, code: int, reason: str, timeout: floa
         async with asyncio.timeout(timeout):
             await socket.close(code, reason)
     except TimeoutError:
-        socket.transport.abort()
+        abort(socket)
         return False
     return True
 
@@ -177,7 +178,7 @@ class WebSocketTransport:
                 self._failure = "connection dropped"
             self._state = "gone"
             self._drop_buffer_locked()
-        self._socket.transport.abort()
+        abort(self._socket)
 
     def _drop_buffer_locked(self) -> None:
         """Forget what is buffered (the connection is over or cut off); a replay waiting for

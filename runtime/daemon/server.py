@@ -57,11 +57,16 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
-from websockets.server import ServerProtocol
 
 from toolprep.runtime.acp.agent import AcpAgent
 from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
 from toolprep.runtime.acp.websocket_transport import WebSocketTransport
+from toolprep.runtime.acp.websockets_compat import (
+    abort,
+    handler_tasks,
+    new_server_connection,
+    serve_while,
+)
 from toolprep.runtime.daemon.acceptor import Acceptor, listening_socket
 from toolprep.runtime.daemon.admission import Admission, Challenged
 from toolprep.runtime.daemon.daemon_proof import PROOF_TIMEOUT_S, DaemonChallenge
@@ -181,7 +186,7 @@ class AcpServer:
         )
         # Its handshake answers 503 when its own asyncio server is not serving, which this
         # one never is: what counts is whether the daemon still accepts.
-        server.is_serving = self._accepting  # type: ignore[method-assign]
+        serve_while(server, self._accepting)
         return server
 
     def _accepting(self) -> bool:
@@ -189,9 +194,9 @@ class AcpServer:
 
     def _new_connection(self) -> ServerConnection:
         """One accepted socket's protocol, made as ``serve`` makes it with the options above."""
-        return ServerConnection(
-            ServerProtocol(max_size=self._max_message_bytes),
+        return new_server_connection(
             self._server,
+            max_size=self._max_message_bytes,
             ping_interval=self._ping_interval,
             ping_timeout=self._ping_timeout,
             close_timeout=self._stop_budget,
@@ -237,8 +242,8 @@ class AcpServer:
         for _, transport in live:
             transport.close_output(CloseCode.GOING_AWAY)
         for socket in list(self._proving):  # their proof would come to a closing daemon
-            socket.transport.abort()
-        handlers = set(self._server.handler_tasks)
+            abort(socket)
+        handlers = set(handler_tasks(self._server))
         dropped = 0
         if handlers:
             _, late = await asyncio.wait(handlers, timeout=self._stop_budget)
@@ -272,7 +277,7 @@ class AcpServer:
         elif admitted is not None:
             logger.info("refused a WebSocket upgrade (%d): %s", admitted.status, admitted.reason)
             return connection.respond(admitted.status, admitted.reason + "\n")
-        open_sockets = len(self._server.handler_tasks)  # this one included
+        open_sockets = len(handler_tasks(self._server))  # this one included
         if open_sockets > self._max_connections:
             logger.info(
                 "refused a WebSocket upgrade (503): %d connections open, the limit is %d",

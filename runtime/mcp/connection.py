@@ -26,14 +26,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
 from mcp import Client
-from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import Implementation
 
 from toolprep.runtime.mcp.config import McpConfig
 from toolprep.runtime.mcp.guarded_http import public_only_client
+from toolprep.runtime.mcp.mcp_compat import TransportStreams, sdk_http_client
 from toolprep.runtime.mcp.results import to_output
 from toolprep.runtime.mcp.specs import HttpServer, McpServerSpec, StdioServer
 from toolprep.runtime.mcp.stdio import ServerProcess, describe_exit, stdio_transport
@@ -151,7 +150,7 @@ class McpConnection:
                     self.process, max_message_bytes=self._config.max_message_bytes
                 )
             case HttpServer(transport="sse"):
-                factory = create_mcp_http_client if self._any_address else public_only_client
+                factory = sdk_http_client if self._any_address else public_only_client
                 headers = dict(spec.headers)
                 return sse_client(spec.url, headers=headers, httpx_client_factory=factory)
             case HttpServer():
@@ -260,7 +259,7 @@ async def _list_tools(client: Client, max_tools: int) -> Listing:
 async def _streamable_http(
     url: str, headers: dict[str, str], any_address: bool
 ) -> AsyncIterator[TransportStreams]:
-    client = create_mcp_http_client if any_address else public_only_client
+    client = sdk_http_client if any_address else public_only_client
     async with (
         client(headers=headers) as http,
         streamable_http_client(url, http_client=http) as streams,

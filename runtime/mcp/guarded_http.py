@@ -20,8 +20,8 @@ import socket
 from typing import Any
 
 import httpx2
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
+from toolprep.runtime.mcp.mcp_compat import default_timeout
 from toolprep.runtime.mcp.policy import address_refusal
 
 __all__ = ["PublicOnlyTransport", "public_only_client"]
@@ -80,9 +80,8 @@ def public_only_client(
 ) -> httpx2.AsyncClient:
     """Like the SDK's ``create_mcp_http_client`` (same timeouts), over ``PublicOnlyTransport``;
     fits ``sse_client``'s ``httpx_client_factory``."""
-    default_timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
     options: dict[str, Any] = {
-        "timeout": timeout or default_timeout,
+        "timeout": timeout or default_timeout(),
         "transport": PublicOnlyTransport(),
         "trust_env": False,
     }

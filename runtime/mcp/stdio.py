@@ -44,7 +44,7 @@ from toolprep.runtime.tools.process_tree import (
 from toolprep.runtime.tools.sandbox import Sandbox
 
 if TYPE_CHECKING:
-    from mcp.client._transport import TransportStreams
+    from toolprep.runtime.mcp.mcp_compat import TransportStreams
 
 logger = logging.getLogger(__name__)
 

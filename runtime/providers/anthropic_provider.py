@@ -58,7 +58,7 @@ from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
 if TYPE_CHECKING:
     import anthropic
 
-    from toolprep.runtime.providers.direct_post import ConnectionErrorFactory, DirectPost
+    from toolprep.runtime.providers.direct_post import DirectPost
 
 __all__ = ["MESSAGES_PATH", "AnthropicProvider", "build_messages_params"]
 
@@ -220,11 +220,14 @@ class AnthropicProvider:
         eager_input_streaming: bool = True,
         http_client: httpx2.AsyncClient | None = None,
     ) -> None:
-        # Here, not at the top: aiohttp is imported with it, which the replay provider (which
+        # Here, not at the top: aiohttp is imported with them, which the replay provider (which
         # imports this module for the request shape) must not pay for.
-        from anthropic._vendor.httpx_aiohttp.transport import map_aiohttp_exceptions
-
         from toolprep.runtime.providers.direct_post import DirectPost
+        from toolprep.runtime.providers.sdk_compat import (
+            anthropic_connection_error,
+            anthropic_exception_map,
+            status_error_factory,
+        )
 
         self.client = client
         self.name = name
@@ -233,9 +236,9 @@ class AnthropicProvider:
         self._post = DirectPost(
             client,
             MESSAGES_PATH,
-            connection_error=_connection_error(client),
-            status_error=client._make_status_error_from_response,
-            exception_map=map_aiohttp_exceptions,
+            connection_error=anthropic_connection_error(client),
+            status_error=status_error_factory(client),
+            exception_map=anthropic_exception_map(),
             # ``create()`` sends the timeout it was given, and it is given none
             extra_headers={"x-stainless-timeout": "NOT_GIVEN"},
             http_client=http_client,
@@ -269,14 +272,3 @@ class AnthropicProvider:
             AnthropicStreamAdapter(),
             max_event_bytes=self.max_event_bytes,
         )
-
-
-def _connection_error(client: anthropic.AsyncAnthropic) -> ConnectionErrorFactory:
-    """The SDK's own words for a failed connection, from the client that would have sent it."""
-
-    def make(request: httpx2.Request, cause: httpx2.TransportError) -> Exception:
-        if isinstance(cause, httpx2.TimeoutException):
-            return client._make_timeout_error(request, cause)
-        return client._make_connection_error(request, cause)
-
-    return make

@@ -6,17 +6,14 @@ through ``object.__setattr__``; with slotted classes the member descriptors
 can be called directly for the same result at roughly half the cost, which
 matters because this runs once per text or thinking delta of every stream.
 
-The objects built here are ordinary instances of the ``messages.content``
+The descriptors are reached through ``dataclass_compat``, resolved once here at
+import. The objects built here are ordinary instances of the ``messages.content``
 classes, equal to ones built the normal way. The field lists are checked
 against the dataclasses at import, so a change to those classes fails loudly
 here instead of leaving a field unset.
 """
 
 from __future__ import annotations
-
-import dataclasses
-from collections.abc import Callable
-from typing import Any
 
 from toolprep.messages.content import (
     Candidate,
@@ -28,18 +25,18 @@ from toolprep.messages.content import (
     ThoughtPart,
     Usage,
 )
+from toolprep.runtime.providers.dataclass_compat import SlotSetter, allocate, slot_setters
 
 __all__ = ["chunk", "text_chunk", "thought_chunk"]
 
-_new = object.__new__
-Setter = Callable[[Any, Any], None]
+_new = allocate
 
 
-def _setters(cls: type, names: tuple[str, ...]) -> tuple[Setter, ...]:
-    actual = tuple(f.name for f in dataclasses.fields(cls))
-    if actual != names:
-        raise TypeError(f"{cls.__name__} fields are {actual}, expected {names}: update {__name__}")
-    return tuple(cls.__dict__[name].__set__ for name in names)
+def _setters(cls: type, names: tuple[str, ...]) -> tuple[SlotSetter, ...]:
+    try:
+        return slot_setters(cls, names)
+    except TypeError as exc:
+        raise TypeError(f"{exc}: update {__name__}") from None
 
 
 (_text,) = _setters(TextPart, ("text",))

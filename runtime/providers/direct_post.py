@@ -56,6 +56,7 @@ import yarl
 from toolprep.messages.content import GenerateContentResponse
 from toolprep.runtime.providers.base import StreamError
 from toolprep.runtime.providers.read_deadline import ReadDeadlines
+from toolprep.runtime.providers.sdk_compat import sdk_http_client
 from toolprep.runtime.providers.streaming import (
     Reply,
     StreamAdapter,
@@ -160,14 +161,6 @@ def _as_httpx_error(exc: BaseException, exception_map: ExceptionMap) -> httpx2.T
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _sdk_http_client(client: SdkClient) -> httpx2.AsyncClient:
-    """The httpx client the SDK client sends with (Stainless SDKs keep it as ``_client``)."""
-    http_client = getattr(client, "_client", None)
-    if not isinstance(http_client, httpx2.AsyncClient):
-        raise TypeError(f"{type(client).__name__} has no httpx client to send with")
-    return http_client
-
-
 @dataclass(frozen=True, slots=True)
 class _LoopPost:
     """A ``DirectPost``'s state on one event loop (a session's sockets belong to its loop)."""
@@ -201,7 +194,7 @@ class DirectPost:
         self._status_error = status_error
         self._auth = client.custom_auth
         if http_client is None and self._auth is not None:
-            http_client = _sdk_http_client(client)
+            http_client = sdk_http_client(client)
         self._http_client = http_client
         self._on_loop: dict[asyncio.AbstractEventLoop, _LoopPost] = {}
         self._base_url: httpx2.URL | None = None

@@ -190,9 +190,12 @@ class OpenAIProvider:
         # Here, not at the top: whoever holds a client has imported the SDK already, and
         # the modules importing this one (the replay provider's) must not pay for it.
         import openai
-        from openai._vendor.httpx_aiohttp.transport import map_aiohttp_exceptions
 
         from toolprep.runtime.providers.direct_post import DirectPost
+        from toolprep.runtime.providers.sdk_compat import (
+            openai_exception_map,
+            status_error_factory,
+        )
 
         self.client = client
         self.name = name
@@ -210,8 +213,8 @@ class OpenAIProvider:
             client,
             CHAT_COMPLETIONS_PATH,
             connection_error=connection_error,
-            status_error=client._make_status_error_from_response,
-            exception_map=map_aiohttp_exceptions,
+            status_error=status_error_factory(client),
+            exception_map=openai_exception_map(),
             http_client=http_client,
         )
         self._history = HistoryBytes(_messages, _always)

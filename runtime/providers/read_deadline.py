@@ -5,9 +5,10 @@ a cancelled handle and a new one per provider event, which measured about a
 sixth of the stream loop's CPU at 1000 sessions. Yet a body's progress is
 already counted, by aiohttp itself (``StreamReader.total_bytes``). So once an
 answer's headers are in (waiting for them keeps aiohttp's own timeout), its
-connection's per-read timer is switched off and the body is watched here: a
-sweep every ``interval`` seconds compares each open body's byte count with the
-count it saw last, and a body that has not moved for ``timeout`` seconds fails
+connection's per-read timer is switched off and the body is watched here
+(aiohttp's internals for this are reached through ``aiohttp_compat``): a sweep
+every ``interval`` seconds compares each open body's byte count with the count
+it saw last, and a body that has not moved for ``timeout`` seconds fails
 with the very error aiohttp raises for it (``SocketTimeoutError``, "Timeout on
 reading data from socket"), so what a caller sees does not change. A stall is
 caught no sooner than ``timeout`` after the last byte and no later than
@@ -21,6 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
+
+from toolprep.runtime.providers.aiohttp_compat import (
+    body_bytes_received,
+    fail_body,
+    stop_read_timer,
+)
 
 __all__ = ["TIMEOUT_MESSAGE", "ReadDeadlines"]
 
@@ -53,12 +60,10 @@ class ReadDeadlines:
 
     def watch(self, response: aiohttp.ClientResponse) -> Callable[[], None]:
         """Take over ``response``'s read timeout; returns what stops watching it."""
-        connection = response.connection
-        if connection is not None and connection.protocol is not None:
-            # The headers' timer still runs until the next read cancels it: a body that
-            # never starts fails by aiohttp's own timer, with the same error.
-            connection.protocol.read_timeout = None
-        self._bodies[response] = _Progress(response.content.total_bytes, self._loop.time())
+        # The headers' timer still runs until the next read cancels it: a body that
+        # never starts fails by aiohttp's own timer, with the same error.
+        stop_read_timer(response)
+        self._bodies[response] = _Progress(body_bytes_received(response), self._loop.time())
         if self._sweep_handle is None:
             self._sweep_handle = self._loop.call_later(self.interval, self._sweep)
         return lambda: self._forget(response)
@@ -73,14 +78,14 @@ class ReadDeadlines:
         now = self._loop.time()
         stalled: list[aiohttp.ClientResponse] = []
         for response, progress in self._bodies.items():
-            seen = response.content.total_bytes
+            seen = body_bytes_received(response)
             if seen != progress.bytes_seen:
                 progress.bytes_seen, progress.moved_at = seen, now
             elif now - progress.moved_at >= self.timeout:
                 stalled.append(response)
         for response in stalled:
             del self._bodies[response]
-            response.content.set_exception(aiohttp.SocketTimeoutError(TIMEOUT_MESSAGE))
+            fail_body(response, aiohttp.SocketTimeoutError(TIMEOUT_MESSAGE))
         self._sweep_handle = (
             self._loop.call_later(self.interval, self._sweep) if self._bodies else None
         )

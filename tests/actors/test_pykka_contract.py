@@ -1,8 +1,9 @@
-"""The parts of pykka's internals the role directory relies on, checked against the real pykka.
+"""The contract of ``actors/pykka_compat.py`` with the installed pykka.
 
 A restart moves a crashed actor's unread mail to its successor but must not forward pykka's
 own stop request. That request is a private envelope type; if pykka renames or reshapes it,
-these tests fail before a restart could silently stop the successor.
+these tests fail, naming pykka and its version, before a restart could silently stop the
+successor.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ from typing import Any
 
 import pykka
 
+from tests.support.contract import broken
 from toolprep.actors.directory import RoleDirectory
+from toolprep.actors.pykka_compat import told_messages
+
+COMPAT = "actors/pykka_compat.py"
 
 
 class _Blocked(pykka.ThreadingActor):
@@ -44,17 +49,48 @@ def test_a_stop_request_waits_in_the_inbox_as_the_private_stop_envelope() -> Non
         envelopes = []
         while not inbox.empty():
             envelopes.append(inbox.get())
-        assert envelopes[0].message == "mail"
-        assert all(hasattr(e, "reply_to") for e in envelopes)
-        assert envelopes[0].reply_to is None
+        assert envelopes[0].message == "mail", broken(
+            "pykka", COMPAT, "an inbox envelope's message is not the message told"
+        )
+        assert all(hasattr(e, "reply_to") for e in envelopes), broken(
+            "pykka", COMPAT, "inbox envelopes have no reply_to"
+        )
+        assert envelopes[0].reply_to is None, broken(
+            "pykka", COMPAT, "a told message's envelope has a reply_to"
+        )
         stop = envelopes[-1]
-        assert isinstance(stop.message, pykka.messages._ActorStop)
-        assert stop.reply_to is not None  # the stopper waits for an answer
+        assert isinstance(stop.message, pykka.messages._ActorStop), broken(
+            "pykka", COMPAT, f"a stop request is a {type(stop.message)!r}, not _ActorStop"
+        )
+        # the stopper waits for an answer
+        assert stop.reply_to is not None, broken("pykka", COMPAT, "a stop request has no reply_to")
         for envelope in envelopes:
             inbox.put(envelope)
     finally:
         release.set()
     stopped.get(timeout=10)
+
+
+def test_told_messages_are_the_mail_told_not_questions_nor_the_stop_request() -> None:
+    entered, release = threading.Event(), threading.Event()
+    ref = _Blocked.start(entered, release)
+    try:
+        ref.tell("block")
+        assert entered.wait(10)
+        ref.tell("first")
+        ref.ask("question", block=False)
+        ref.tell("second")
+        ref.stop(block=False)
+
+        told = told_messages(ref.actor_inbox)
+
+        assert told == ["first", "second"], broken(
+            "pykka", COMPAT, f"a dead actor's inbox gave {told!r} as its told mail"
+        )
+    finally:
+        release.set()
+    # The inbox was emptied: the actor never sees that stop request; stop it again.
+    ref.stop(block=True, timeout=10)
 
 
 class _Role(pykka.ThreadingActor):
