@@ -60,7 +60,8 @@ from websockets.http11 import Request, Response
 from websockets.server import ServerProtocol
 
 from toolprep.runtime.acp.agent import AcpAgent
-from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_transport import DEFAULT_MAX_LINE_BYTES
 from toolprep.runtime.acp.websocket_transport import WebSocketTransport
 from toolprep.runtime.daemon.acceptor import Acceptor, listening_socket
 from toolprep.runtime.daemon.admission import Admission, Challenged
