@@ -125,7 +125,7 @@ class EmbeddedAgent:
 
     def __init__(self, runtime: Any, gc_mode: str, gc_threshold: tuple[int, ...] | None) -> None:
         from toolprep.runtime.acp.agent import AcpAgent
-        from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+        from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
         from toolprep.runtime.process_tuning import tune_process_for_daemon
 
         self.runtime = runtime

@@ -60,7 +60,7 @@ class _Session:
 def _embedded_agent(provider_name: str, base_url: str) -> Iterator[tuple[int, int]]:
     """The agent and its runtime in this process, on pipes; yields the client's ends."""
     from toolprep.runtime.acp.agent import AcpAgent
-    from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+    from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
     from toolprep.runtime.config import ModelRoute
     from toolprep.runtime.host import Runtime
     from toolprep.runtime.providers.factory import build_provider

@@ -278,7 +278,7 @@ def run(
     malloc_trim: bool = False,
 ) -> dict[str, Any]:
     from toolprep.runtime.acp.agent import AcpAgent
-    from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+    from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
     from toolprep.runtime.config import ModelRoute
     from toolprep.runtime.host import Runtime, RuntimeConfig
     from toolprep.runtime.providers.factory import build_provider

@@ -687,7 +687,7 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
     from toolprep.runtime.acp.agent import AcpAgent
-    from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+    from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 
     # stdout carries only protocol messages: anything printed by accident goes to stderr.
     protocol_out = sys.stdout.buffer

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 
 DEMO_README = """# Demo project
 

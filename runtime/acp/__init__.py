@@ -19,10 +19,10 @@ from toolprep.runtime.acp.errors import (
     require,
     require_object,
 )
-from toolprep.runtime.acp.jsonrpc import (
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_router import DEFERRED
+from toolprep.runtime.acp.jsonrpc_transport import (
     DEFAULT_MAX_LINE_BYTES,
-    DEFERRED,
-    JsonRpcConnection,
     RequestId,
     build_error,
     build_notification,

@@ -36,7 +36,8 @@ from toolprep.runtime.acp.errors import (
     RpcError,
     require,
 )
-from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, OversizedMessage
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection, OversizedMessage
+from toolprep.runtime.acp.jsonrpc_router import DEFERRED
 from toolprep.runtime.acp.own_prompts import OwnPrompts
 from toolprep.runtime.acp.prompt_content import parse_prompt
 from toolprep.runtime.mcp.policy import McpRefused

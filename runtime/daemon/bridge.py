@@ -42,7 +42,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.sync.client import ClientConnection
 
-from toolprep.runtime.acp.jsonrpc import oversized_error
+from toolprep.runtime.acp.jsonrpc_transport import oversized_error
 from toolprep.runtime.acp.line_transport import LineTransport
 from toolprep.runtime.acp.transport import SkippedMessage
 from toolprep.runtime.daemon.serve_options import DEFAULT_REPLY_TIMEOUT_S

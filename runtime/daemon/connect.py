@@ -43,7 +43,7 @@ from typing import Final, Literal
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
-from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES
+from toolprep.runtime.acp.jsonrpc_transport import DEFAULT_MAX_LINE_BYTES
 from toolprep.runtime.assembly import configure_logging, default_data_dir
 from toolprep.runtime.daemon.autostart import (
     SERVE_LOG,

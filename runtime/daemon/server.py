@@ -59,7 +59,8 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
 from toolprep.runtime.acp.agent import AcpAgent
-from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_transport import DEFAULT_MAX_LINE_BYTES
 from toolprep.runtime.acp.websocket_transport import WebSocketTransport
 from toolprep.runtime.acp.websockets_compat import (
     abort,

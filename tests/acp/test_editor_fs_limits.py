@@ -20,7 +20,7 @@ from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import check_cards, lifecycle
-from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES
+from toolprep.runtime.acp.jsonrpc_transport import DEFAULT_MAX_LINE_BYTES
 from toolprep.runtime.tools.config import ToolConfig
 
 KIND = "anthropic"

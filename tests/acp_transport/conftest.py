@@ -21,7 +21,7 @@ from typing import IO, Any
 import orjson
 import pytest
 
-from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 
 TIMEOUT = 30.0  # only ever reached by a hung test: generous for a busy machine
 ECHO_AGENT = Path(__file__).with_name("echo_agent.py")

@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from toolprep.runtime.acp.errors import ConnectionClosed, RpcError, require
-from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 
 
 class EchoAgent:

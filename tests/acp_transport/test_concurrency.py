@@ -13,7 +13,8 @@ import orjson
 import pytest
 
 from tests.acp_transport.conftest import TIMEOUT, WireFactory
-from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_router import DEFERRED
 
 THREADS = 8
 PER_THREAD = 125  # 1000 requests in all

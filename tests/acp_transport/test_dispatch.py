@@ -17,7 +17,9 @@ from toolprep.runtime.acp.errors import (
     RpcError,
     require,
 )
-from toolprep.runtime.acp.jsonrpc import DEFERRED, JsonRpcConnection, build_error, build_response
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_router import DEFERRED
+from toolprep.runtime.acp.jsonrpc_transport import build_error, build_response
 
 Linked = Callable[..., tuple[JsonRpcConnection, JsonRpcConnection]]
 

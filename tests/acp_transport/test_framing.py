@@ -11,7 +11,8 @@ import pytest
 from tests.acp_transport.conftest import RecordingOutput, WireFactory
 from tests.acp_transport.test_errors import check_error_shape
 from toolprep.runtime.acp.errors import INVALID_REQUEST, PARSE_ERROR
-from toolprep.runtime.acp.jsonrpc import DEFAULT_MAX_LINE_BYTES, JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_transport import DEFAULT_MAX_LINE_BYTES
 
 
 def _echo(params: Any, request_id: Any) -> Any:

@@ -9,7 +9,7 @@ import pytest
 
 from tests.acp_transport.conftest import TIMEOUT, WireFactory, pipe_pair
 from toolprep.runtime.acp.errors import ConnectionClosed
-from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 
 
 def test_eof_calls_on_close_and_fails_pending_requests(wire: WireFactory) -> None:

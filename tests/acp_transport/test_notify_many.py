@@ -11,7 +11,7 @@ import pytest
 
 from tests.acp_transport.conftest import RecordingOutput
 from toolprep.runtime.acp.errors import ConnectionClosed
-from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 
 
 def _connection(output: object) -> JsonRpcConnection:

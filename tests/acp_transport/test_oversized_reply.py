@@ -8,7 +8,7 @@ import pytest
 from tests.acp_transport.conftest import WireFactory
 from toolprep.runtime.acp.envelope_scan import EnvelopeScanner
 from toolprep.runtime.acp.errors import INVALID_REQUEST
-from toolprep.runtime.acp.jsonrpc import OversizedMessage
+from toolprep.runtime.acp.jsonrpc_connection import OversizedMessage
 
 LIMIT = 4096
 

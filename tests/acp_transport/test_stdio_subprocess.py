@@ -15,7 +15,7 @@ from tests.acp_transport.conftest import TIMEOUT, echo_agent_command, echo_agent
 from tests.acp_transport.test_errors import check_error_shape
 from tests.support.acp_schema import validate
 from toolprep.runtime.acp.errors import ConnectionClosed, RpcError
-from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 
 
 def _spawn(*args: str) -> subprocess.Popen[bytes]:

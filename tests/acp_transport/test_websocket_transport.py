@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed as SocketClosed
 from websockets.sync.client import connect
 
 from toolprep.runtime.acp.errors import ConnectionClosed
-from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 from toolprep.runtime.acp.websocket_transport import WebSocketTransport
 
 QUEUE_LIMIT = 256 * 1024

@@ -11,7 +11,7 @@ import orjson
 
 from tests.session_host.hosts import HostUnderTest
 from toolprep.runtime.acp.agent import ConnectionSink
-from toolprep.runtime.acp.jsonrpc import JsonRpcConnection
+from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 
 FRAME = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
 

@@ -1,10 +1,20 @@
-"""JSON-RPC 2.0 over a message transport: newline-delimited on stdio, or WebSocket frames.
+"""JSON-RPC 2.0 between two peers: the connection's books, on a transport, with a router.
 
 One :class:`JsonRpcConnection` serves both directions: it answers the peer's
 requests with registered handlers and lets local code call the peer
 (``request``/``notify``). The same class runs the agent (on its own
 stdin/stdout, or one per WebSocket connection of ``toolprep serve``) and a
 client driving an agent subprocess (tests, the demo).
+
+Three parts, one job each: the transport (``jsonrpc_transport``) turns
+messages into bytes and back, with the size limit, the answers to messages
+that are not JSON-RPC objects, frame fitting and serialised writes; the
+router (``jsonrpc_router``) runs the handler registered for each incoming
+method and keeps the peer's requests in progress; this module keeps the
+books of the requests sent to the peer (their ids, the futures waiting for
+their answers, taking one back with ``$/cancel_request``), writes answers and
+notifications, and runs the connection's life (reading, closing). It is
+also the one object callers hold: the other two stay behind it.
 
 Threading model, and why:
 
@@ -45,79 +55,39 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError
 from types import TracebackType
-from typing import IO, Any, Final, Self, TypeAlias, TypeVar
-
-import orjson
+from typing import IO, Any, Self, TypeAlias
 
 from toolprep.runtime.acp.errors import (
     INTERNAL_ERROR,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
     REQUEST_CANCELLED,
     ConnectionClosed,
     RpcError,
 )
-from toolprep.runtime.acp.frame_fit import fit_message, message_size
+from toolprep.runtime.acp.jsonrpc_router import (
+    CANCEL_REQUEST,
+    JsonRpcRouter,
+    NotificationHandler,
+    RequestHandler,
+)
+from toolprep.runtime.acp.jsonrpc_transport import (
+    DEFAULT_MAX_LINE_BYTES,
+    JsonRpcTransport,
+    RequestId,
+    build_error,
+    build_notification,
+    build_request,
+    build_response,
+)
 from toolprep.runtime.acp.line_transport import LineTransport
-from toolprep.runtime.acp.transport import MessageTransport, PacedTransport, SkippedMessage
+from toolprep.runtime.acp.transport import MessageTransport, SkippedMessage
 
-__all__ = [
-    "CANCEL_REQUEST",
-    "DEFAULT_MAX_LINE_BYTES",
-    "DEFERRED",
-    "CloseCallback",
-    "ConnectionClosed",
-    "JsonRpcConnection",
-    "NotificationHandler",
-    "OversizedMessage",
-    "RequestHandler",
-    "RequestId",
-    "RpcError",
-    "build_error",
-    "build_notification",
-    "build_request",
-    "build_response",
-    "oversized_error",
-]
+__all__ = ["CloseCallback", "JsonRpcConnection", "OversizedMessage"]
 
 logger = logging.getLogger(__name__)
 
-_Out = TypeVar("_Out")
-
-CANCEL_REQUEST: Final = "$/cancel_request"
-"""ACP's notification (either direction) that takes back an unanswered request by its id."""
-
-RequestId: TypeAlias = str | int | None
-"""A JSON-RPC id as ACP allows it: string, 64-bit integer or null."""
-
-RequestHandler: TypeAlias = Callable[[Any, RequestId], Any]
-"""``handler(params, request_id)``: a result, a ``Future`` of one, or :data:`DEFERRED`."""
-
-NotificationHandler: TypeAlias = Callable[[Any], object]
-"""``handler(params)``; the return value is ignored."""
-
 CloseCallback: TypeAlias = Callable[[], object]
-
-DEFAULT_MAX_LINE_BYTES: Final = 8 * 1024 * 1024
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
-
-
-def oversized_error(limit: int) -> dict[str, Any]:
-    """The reply to a message over ``limit`` bytes, skipped unread (so its id is unknown).
-
-    ``toolprep connect`` gives the editor the same reply for a line over the
-    daemon's limit, so an editor sees one behaviour whichever it runs.
-    """
-    return build_error(
-        None,
-        INVALID_REQUEST,
-        f"Invalid Request: message exceeds the size limit of {limit} bytes and was discarded",
-        {"maxLineBytes": limit},
-    )
 
 
 class OversizedMessage(Exception):
@@ -134,58 +104,6 @@ class OversizedMessage(Exception):
     @property
     def excess(self) -> int:
         return self.size - self.limit
-
-
-class _Deferred:
-    """Type of :data:`DEFERRED`; a class of its own so ``is`` checks and mypy both work."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "DEFERRED"
-
-
-DEFERRED: Final = _Deferred()
-"""Returned by a request handler that will answer itself via ``respond``/``respond_error``.
-
-Used when the reply must be written by the same thread that writes related
-notifications (a prompt's reply after its last ``session/update``), so the
-peer sees them in order.
-"""
-
-
-def build_response(request_id: RequestId, result: Any) -> dict[str, Any]:
-    """A success response; public so a caller can ``send`` it in order with its other frames."""
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-
-def build_error(request_id: RequestId, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    """An error response (``data`` omitted when ``None``), shaped as the ACP schema's ``Error``."""
-    return {"jsonrpc": "2.0", "id": request_id, "error": RpcError(code, message, data).to_dict()}
-
-
-def build_request(request_id: RequestId, method: str, params: Any = None) -> dict[str, Any]:
-    """A request; ``params`` omitted when ``None``."""
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
-def build_notification(method: str, params: Any = None) -> dict[str, Any]:
-    """A notification; ``params`` omitted when ``None``."""
-    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
-def _valid_id(value: Any) -> bool:
-    if value is None or isinstance(value, str):
-        return True
-    return (
-        isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX
-    )
 
 
 def _settle(future: Future[Any], *, result: Any = None, error: BaseException | None = None) -> None:
@@ -258,31 +176,25 @@ class JsonRpcConnection:
         return connection
 
     def _setup(self, transport: MessageTransport, *, request_workers: int, name: str) -> None:
-        if request_workers < 0:
-            raise ValueError("request_workers must be >= 0 (0 runs handlers inline)")
-        self._transport = transport
+        self._router = JsonRpcRouter(
+            self.respond,
+            self.respond_error,
+            self._reject,
+            request_workers=request_workers,
+            name=name,
+        )
+        self._wire = JsonRpcTransport(transport, name, self._router.answered)
         self.max_line_bytes = transport.max_message_bytes
         self.name = name
-        self._write_lock = threading.Lock()
         self._state_lock = threading.Lock()
-        self._request_handlers: dict[str, RequestHandler] = {}
-        self._notification_handlers: dict[str, NotificationHandler] = {}
         self._close_callbacks: list[CloseCallback] = []
         self._pending: dict[int, Future[Any]] = {}
-        self._awaiting_reply: set[str | int | None] = set()
-        self._cancel_hooks: dict[RequestId, Callable[[], object]] = {}
         self._ids = itertools.count(1)
         self._reader: threading.Thread | None = None
         self._pushing: int | None = None  # the thread in ``receive``, if any
         self._finished = False
         self._finish_reason = ""
-        self._write_failure: str | None = None
         self._closed = threading.Event()
-        self._pool: ThreadPoolExecutor | None = (
-            ThreadPoolExecutor(request_workers, thread_name_prefix=f"{name}-handler")
-            if request_workers
-            else None
-        )
 
     # Builders are also reachable from the connection, which is what callers hold.
     build_response = staticmethod(build_response)
@@ -292,11 +204,11 @@ class JsonRpcConnection:
 
     def on_request(self, method: str, handler: RequestHandler) -> None:
         """Serve ``method`` with ``handler(params, request_id)`` (replaces any earlier one)."""
-        self._request_handlers[method] = handler
+        self._router.on_request(method, handler)
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Call ``handler(params)`` for each ``method`` notification, on the reader thread."""
-        self._notification_handlers[method] = handler
+        self._router.on_notification(method, handler)
 
     def on_cancel_request(self, request_id: RequestId, hook: Callable[[], object]) -> None:
         """Call ``hook()`` if the peer sends ``$/cancel_request`` for ``request_id``.
@@ -305,9 +217,7 @@ class JsonRpcConnection:
         and the work's own answer still goes out (ACP requires one). The hook
         is forgotten once the request is answered.
         """
-        with self._state_lock:
-            if request_id in self._awaiting_reply:
-                self._cancel_hooks[request_id] = hook
+        self._router.on_cancel_request(request_id, hook)
 
     def on_close(self, callback: CloseCallback) -> None:
         """Call ``callback()`` once when the input ends or :meth:`close` is called.
@@ -370,8 +280,7 @@ class JsonRpcConnection:
         """The peer sent its last message: what ``receive`` mode has instead of EOF."""
         logger.debug("%s: %s", self.name, reason)
         self._finish(reason)
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        self._router.shutdown()
 
     def wait_closed(self, timeout: float | None = None) -> bool:
         """Block until the input ended (``on_close`` callbacks done) or ``close()``; True if so."""
@@ -390,13 +299,9 @@ class JsonRpcConnection:
         exits at EOF: closing a stream another thread is blocked reading is
         not safe.
         """
-        with self._write_lock:
-            if self._write_failure is None:
-                self._write_failure = "connection closed"
-            self._transport.close_output()
+        self._wire.close()
         self._finish("connection closed")
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        self._router.shutdown()
 
     def __enter__(self) -> Self:
         return self
@@ -419,67 +324,17 @@ class JsonRpcConnection:
         A raw escape hatch: a response sent this way still counts as the
         answer to its request, so ``respond`` will not answer it twice.
         """
-        data = self._fitted(message, self._transport.encode(message))
-        if "method" not in message and ("result" in message or "error" in message):
-            answered = message.get("id")
-            if _valid_id(answered):
-                with self._state_lock:
-                    self._awaiting_reply.discard(answered)
-                    self._cancel_hooks.pop(answered, None)
-        self._write_out(self._transport.write, data)
-
-    def _write_out(self, write: Callable[[_Out], None], out: _Out) -> None:
-        """``write(out)`` under the write lock; a broken output closes it for good."""
-        with self._write_lock:
-            if self._write_failure is not None:
-                raise ConnectionClosed(self._write_failure)
-            try:
-                write(out)
-            except (OSError, ValueError) as exc:
-                self._write_failure = f"cannot write to the peer: {exc}"
-                logger.warning("%s: output broken: %s", self.name, exc)
-                self._transport.close_output()
-                raise ConnectionClosed(self._write_failure) from exc
-
-    def _fitted(self, message: Mapping[str, Any], data: bytes) -> bytes:
-        """``data``, or a cut copy when it is over the limit and may be cut (``frame_fit``).
-
-        A message that cannot be cut goes out whole: the peer's reader is what
-        refuses it, as it would any other oversized message.
-        """
-        if message_size(data) <= self.max_line_bytes:
-            return data
-        fitted = fit_message(dict(message), data, self.max_line_bytes, self._transport.encode)
-        if fitted is None:
-            logger.warning(
-                "%s: sending a %d-byte message, over the %d-byte limit: it cannot be cut",
-                self.name,
-                message_size(data),
-                self.max_line_bytes,
-            )
-            return data
-        logger.info(
-            "%s: cut a %d-byte %s to %d bytes to fit the %d-byte limit",
-            self.name,
-            message_size(data),
-            message.get("method"),
-            message_size(fitted),
-            self.max_line_bytes,
-        )
-        return fitted
+        self._wire.send(message)
 
     def wait_for_room(self, nbytes: int, timeout: float) -> bool:
         """For a sender that may wait: True once ``nbytes`` more can be written without
         overflowing the transport's buffer. A transport whose writes block (a pipe) paces
         its writer by itself: always True."""
-        transport = self._transport
-        if isinstance(transport, PacedTransport):
-            return transport.wait_for_room(nbytes, timeout)
-        return True
+        return self._wire.wait_for_room(nbytes, timeout)
 
     def notify(self, method: str, params: Any = None) -> None:
         """Send a notification; raises ``ConnectionClosed`` if the peer is gone."""
-        self.send(build_notification(method, params))
+        self._wire.send(build_notification(method, params))
 
     def notify_many(self, method: str, params: Sequence[Any]) -> None:
         """Send one notification per ``params`` entry, in order and written together (one
@@ -487,12 +342,8 @@ class JsonRpcConnection:
         raises ``ConnectionClosed`` if the peer is gone. Nothing is sent for no entries."""
         if not params:
             return
-        encode = self._transport.encode
-        messages = [
-            self._fitted(notification, encode(notification))
-            for notification in (build_notification(method, each) for each in params)
-        ]
-        self._write_out(self._transport.write_many, messages)
+        encode = self._wire.encode
+        self._wire.write_many([encode(build_notification(method, each)) for each in params])
 
     def request(self, method: str, params: Any = None) -> Future[Any]:
         """Call the peer; the future gets the result, an ``RpcError``, or ``ConnectionClosed``.
@@ -508,7 +359,7 @@ class JsonRpcConnection:
             request_id = next(self._ids)
             self._pending[request_id] = future
         try:
-            self.send(build_request(request_id, method, params))
+            self._wire.send(build_request(request_id, method, params))
         except ConnectionClosed as exc:
             with self._state_lock:
                 self._pending.pop(request_id, None)
@@ -528,7 +379,7 @@ class JsonRpcConnection:
             if request_id is None:
                 return False
             del self._pending[request_id]
-        self._send_quietly(build_notification(CANCEL_REQUEST, {"requestId": request_id}))
+        self._wire.send_quietly(build_notification(CANCEL_REQUEST, {"requestId": request_id}))
         _settle(future, error=RpcError(REQUEST_CANCELLED, reason))
         return True
 
@@ -539,15 +390,15 @@ class JsonRpcConnection:
         with a warning. A peer that went away is logged, not raised, because
         answers are typically sent from future callbacks with nobody to catch.
         """
-        if not self._claim(request_id):
+        if not self._router.claim(request_id):
             return False
         try:
-            self.send(build_response(request_id, result))
+            self._wire.send(build_response(request_id, result))
         except TypeError as exc:
             logger.error(
                 "%s: result for request %r is not serialisable: %s", self.name, request_id, exc
             )
-            return self._send_quietly(
+            return self._wire.send_quietly(
                 build_error(
                     request_id,
                     INTERNAL_ERROR,
@@ -563,9 +414,9 @@ class JsonRpcConnection:
         self, request_id: RequestId, code: int, message: str, data: Any = None
     ) -> bool:
         """Answer ``request_id`` with an error; same once-only and gone-peer rules as respond."""
-        if not self._claim(request_id):
+        if not self._router.claim(request_id):
             return False
-        return self._send_quietly(build_error(request_id, code, message, data))
+        return self._wire.send_quietly(build_error(request_id, code, message, data))
 
     # ------------------------------------------------------------------ internals
 
@@ -574,34 +425,9 @@ class JsonRpcConnection:
             return threading.get_ident() == self._pushing
         return self._reader is not None and threading.current_thread() is self._reader
 
-    def _claim(self, request_id: RequestId) -> bool:
-        with self._state_lock:
-            if request_id not in self._awaiting_reply:
-                logger.warning(
-                    "%s: answer to request %r dropped: it is not awaiting one (answered already?)",
-                    self.name,
-                    request_id,
-                )
-                return False
-            self._awaiting_reply.discard(request_id)
-            self._cancel_hooks.pop(request_id, None)
-            return True
-
-    def _send_quietly(self, message: Mapping[str, Any]) -> bool:
-        try:
-            self.send(message)
-        except ConnectionClosed as exc:
-            logger.info("%s: message not delivered: %s", self.name, exc)
-            return False
-        except TypeError as exc:
-            logger.error("%s: error data is not serialisable: %s", self.name, exc)
-            return False
-        return True
-
     def _reject(self, request_id: RequestId, code: int, message: str, data: Any = None) -> None:
-        """Error reply to a message that never became a tracked request."""
-        logger.warning("%s: rejected message: %s", self.name, message)
-        self._send_quietly(build_error(request_id, code, message, data))
+        """The router's way to the transport, which is made after it (it reports answers to it)."""
+        self._wire.reject(request_id, code, message, data)
 
     def _finish(self, reason: str) -> None:
         with self._state_lock:
@@ -630,7 +456,7 @@ class JsonRpcConnection:
     def _read_loop(self) -> None:
         reason = "input closed (EOF)"
         try:
-            for line in self._transport.incoming():
+            for line in self._wire.incoming():
                 if self._finished:
                     break
                 self._dispatch(line)
@@ -640,16 +466,22 @@ class JsonRpcConnection:
         finally:
             logger.debug("%s: %s", self.name, reason)
             self._finish(reason)
-            if self._pool is not None:
-                # Queued handlers still run and may still answer; no new ones can arrive.
-                self._pool.shutdown(wait=False)
+            # Queued handlers still run and may still answer; no new ones can arrive.
+            self._router.shutdown()
 
     def _dispatch(self, line: bytes | SkippedMessage) -> None:
         if isinstance(line, SkippedMessage):
             self._oversized(line)
             return
         try:
-            self._handle_line(line)
+            message = self._wire.decode(line)
+            if message is None:
+                return
+            if "method" not in message and ("result" in message or "error" in message):
+                # Never answer a response, not even a broken one: two peers would ping-pong errors.
+                self._handle_response(message)
+            else:
+                self._router.route(message)
         except Exception:
             logger.exception("%s: failed to handle a message", self.name)
 
@@ -670,67 +502,7 @@ class JsonRpcConnection:
             )
             _settle(future, error=OversizedMessage(line.size, self.max_line_bytes))
             return
-        reply = oversized_error(self.max_line_bytes)
-        logger.warning("%s: rejected message: %s", self.name, reply["error"]["message"])
-        self._send_quietly(reply)
-
-    def _handle_line(self, line: bytes) -> None:
-        if not line.strip():
-            return
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("%s <- %s", self.name, line[:500])
-        try:
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            self._reject(None, PARSE_ERROR, f"Parse error: {exc}")
-            return
-        self._handle_message(message)
-
-    def _handle_message(self, message: Any) -> None:
-        if isinstance(message, list):
-            self._reject(
-                None,
-                INVALID_REQUEST,
-                "Invalid Request: batch requests (JSON arrays) are not supported",
-            )
-            return
-        if not isinstance(message, dict):
-            self._reject(None, INVALID_REQUEST, "Invalid Request: expected a JSON object")
-            return
-        if "method" not in message and ("result" in message or "error" in message):
-            # Never answer a response, not even a broken one: two peers would ping-pong errors.
-            self._handle_response(message)
-            return
-        has_id = "id" in message
-        raw_id = message.get("id")
-        reply_id: RequestId = raw_id if has_id and _valid_id(raw_id) else None
-        if message.get("jsonrpc") != "2.0":
-            self._reject(reply_id, INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")
-            return
-        if "method" not in message:
-            self._reject(reply_id, INVALID_REQUEST, "Invalid Request: missing 'method'")
-            return
-        method = message["method"]
-        if not isinstance(method, str):
-            self._reject(reply_id, INVALID_REQUEST, "Invalid Request: 'method' must be a string")
-            return
-        if has_id and not _valid_id(raw_id):
-            self._reject(
-                None,
-                INVALID_REQUEST,
-                "Invalid Request: 'id' must be a string, a 64-bit integer or null",
-            )
-            return
-        params = message.get("params")
-        if params is not None and not isinstance(params, (dict, list)):
-            self._reject(
-                reply_id, INVALID_REQUEST, "Invalid Request: 'params' must be an object or an array"
-            )
-            return
-        if has_id:
-            self._handle_request(method, params, reply_id)
-        else:
-            self._handle_notification(method, params)
+        self._wire.answer_oversized()
 
     def _handle_response(self, message: dict[str, Any]) -> None:
         response_id = message.get("id")
@@ -760,97 +532,3 @@ class JsonRpcConnection:
                 )
         else:
             _settle(future, result=message.get("result"))
-
-    def _handle_notification(self, method: str, params: Any) -> None:
-        if method == CANCEL_REQUEST:
-            self._cancel_request(params)
-            return
-        handler = self._notification_handlers.get(method)
-        if handler is None:
-            logger.info("%s: unknown notification %r ignored", self.name, method)
-            return
-        try:
-            handler(params)
-        except Exception:
-            logger.exception("%s: notification handler for %r failed", self.name, method)
-
-    def _cancel_request(self, params: Any) -> None:
-        """``$/cancel_request``: run the request's hook; unknown or answered ids are ignored
-        (the answer may have crossed the notification on the wire)."""
-        if not isinstance(params, dict) or not _valid_id(params.get("requestId")):
-            logger.warning("%s: $/cancel_request without a valid requestId ignored", self.name)
-            return
-        with self._state_lock:
-            hook = self._cancel_hooks.pop(params["requestId"], None)
-        if hook is None:
-            logger.debug("%s: nothing to cancel for request %r", self.name, params["requestId"])
-            return
-        try:
-            hook()
-        except Exception:
-            logger.exception("%s: cancel hook of request %r failed", self.name, params["requestId"])
-
-    def _handle_request(self, method: str, params: Any, request_id: RequestId) -> None:
-        with self._state_lock:
-            duplicate = request_id in self._awaiting_reply
-            if not duplicate:
-                self._awaiting_reply.add(request_id)
-        if duplicate:
-            self._reject(
-                None,
-                INVALID_REQUEST,
-                f"Invalid Request: id {request_id!r} is already used by a request in progress",
-                {"id": request_id},
-            )
-            return
-        handler = self._request_handlers.get(method)
-        if handler is None:
-            self.respond_error(
-                request_id, METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method}
-            )
-            return
-        if self._pool is None:
-            self._run_handler(handler, method, params, request_id)
-            return
-        try:
-            self._pool.submit(self._run_handler, handler, method, params, request_id)
-        except RuntimeError:  # pool shut down by close()
-            self.respond_error(request_id, INTERNAL_ERROR, "Internal error: connection is closing")
-
-    def _run_handler(
-        self, handler: RequestHandler, method: str, params: Any, request_id: RequestId
-    ) -> None:
-        try:
-            outcome = handler(params, request_id)
-        except RpcError as exc:
-            self.respond_error(request_id, exc.code, exc.message, exc.data)
-            return
-        except Exception as exc:
-            logger.exception("%s: handler for %r failed", self.name, method)
-            self.respond_error(request_id, INTERNAL_ERROR, _internal_message(method, exc))
-            return
-        if outcome is DEFERRED:
-            return
-        if isinstance(outcome, Future):
-            outcome.add_done_callback(
-                lambda done: self._respond_from_future(method, request_id, done)
-            )
-            return
-        self.respond(request_id, outcome)
-
-    def _respond_from_future(self, method: str, request_id: RequestId, done: Future[Any]) -> None:
-        if done.cancelled():
-            self.respond_error(request_id, REQUEST_CANCELLED, "Request cancelled")
-            return
-        error = done.exception()
-        if error is None:
-            self.respond(request_id, done.result())
-        elif isinstance(error, RpcError):
-            self.respond_error(request_id, error.code, error.message, error.data)
-        else:
-            logger.error("%s: deferred %r failed: %r", self.name, method, error)
-            self.respond_error(request_id, INTERNAL_ERROR, _internal_message(method, error))
-
-
-def _internal_message(method: str, exc: BaseException) -> str:
-    return f"Internal error in {method}: {type(exc).__name__}: {exc}"
