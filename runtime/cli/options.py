@@ -23,9 +23,18 @@ from toolprep.runtime.session_host import SessionHostError
 __all__ = ["check_arguments", "runtime_arguments", "start_errors"]
 
 
-def runtime_arguments(acp: argparse.ArgumentParser) -> None:
-    """The options that shape the runtime, alike for ``acp`` and ``serve``."""
-    acp.add_argument(
+def runtime_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that shape the runtime, alike for ``acp`` and ``serve``, in the order
+    ``--help`` lists them."""
+    _model_arguments(parser)
+    _tool_arguments(parser)
+    _sandbox_arguments(parser)
+    _process_arguments(parser)
+
+
+def _model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which models to stream from, how, and how big a message may be."""
+    parser.add_argument(
         "--provider",
         choices=("anthropic", "openai", "replay"),
         default=None,
@@ -33,14 +42,14 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "else openai if OPENAI_API_KEY is set, else the embedded replay provider, which "
         "needs no key and no network)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--model",
         default=None,
         help="model name (default: "
         + ", ".join(f"{model} for {name}" for name, model in DEFAULT_MODELS.items())
         + ")",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--fallback-model",
         action="append",
         default=[],
@@ -48,7 +57,7 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="model to fall back to when the previous one keeps failing (repeatable; "
         "default: none)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--context-window",
         type=int,
         default=None,
@@ -56,7 +65,7 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="context size of the models, for the editor's usage display and --compact-at "
         "(default: known per model name, else 128000)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--compact-at",
         type=float,
         default=DEFAULT_COMPACT_AT,
@@ -65,21 +74,21 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "fraction of the context window, keeping the most recent quarter verbatim; 0 turns "
         f"it off (default {DEFAULT_COMPACT_AT:g})",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--base-url",
         default=None,
         metavar="URL",
         help="provider base URL, e.g. any OpenAI-compatible server with --provider openai "
         "(default: the provider's own API)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--max-retries",
         type=int,
         default=3,
         metavar="N",
         help="retries per model for failed streams (default 3)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--max-retry-wait",
         type=float,
         default=DEFAULT_MAX_RETRY_WAIT,
@@ -87,7 +96,7 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="longest wait before a retry; a provider's retry-after beyond it is capped "
         f"(default {DEFAULT_MAX_RETRY_WAIT:g})",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--max-sse-event-bytes",
         type=int,
         default=DEFAULT_MAX_EVENT_BYTES,
@@ -95,13 +104,13 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="largest accepted server-sent event from the provider; a bigger one fails "
         "the request without retrying (default 8 MiB)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--replay",
         default=None,
         metavar="FILE",
         help="replay script for --provider replay (default: the embedded script)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--max-line-bytes",
         "--max-message-bytes",
         type=int,
@@ -110,7 +119,11 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="largest JSON-RPC message either way: a bigger one received is answered with "
         "an error and skipped, a bigger card sent is cut to fit, with a note (default 8 MiB)",
     )
-    acp.add_argument(
+
+
+def _tool_arguments(parser: argparse.ArgumentParser) -> None:
+    """What tools may do unasked, what they see of the environment, MCP servers."""
+    parser.add_argument(
         "--mode",
         choices=MODES,
         default=None,
@@ -119,13 +132,13 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "never ask, shell still does; plan = read-only tools only; auto = nothing asks "
         "(default ask)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--allow-shell",
         action="store_true",
         help="start sessions in auto mode, where no tool asks for permission (the same as "
         "--mode auto; default: ask the editor before each shell command)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--scrub-env",
         action="append",
         default=[],
@@ -134,7 +147,7 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "TOOLPREP_SCRUB_ENV=A,B); provider keys, the serve token and names like "
         "*_TOKEN, *_KEY, *SECRET*, *PASSWORD*, AWS_* are always kept out (default: only those)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--pass-env",
         action="append",
         default=[],
@@ -143,7 +156,7 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "like a secret (repeatable; also TOOLPREP_PASS_ENV=A,B); never the provider "
         "credentials or the serve token (default: none)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--mcp-call-timeout",
         type=float,
         default=DEFAULT_CALL_TIMEOUT_S,
@@ -151,7 +164,7 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="how long a call to a session's MCP server may take before its card fails "
         f"(default {DEFAULT_CALL_TIMEOUT_S:g})",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--max-mcp-tools",
         type=int,
         default=DEFAULT_MAX_TOOLS,
@@ -159,7 +172,7 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="tools offered per MCP server of a session; a server listing more has the rest "
         f"left out, with a warning (default {DEFAULT_MAX_TOOLS})",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--trust-mcp-server",
         action="append",
         default=[],
@@ -169,7 +182,11 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "in ask mode (repeatable; default: no server is trusted, so its tools ask in ask mode "
         "and are refused in plan mode whatever they claim)",
     )
-    acp.add_argument(
+
+
+def _sandbox_arguments(parser: argparse.ArgumentParser) -> None:
+    """How shell commands and stdio MCP servers are confined."""
+    parser.add_argument(
         "--sandbox",
         choices=("auto", "on", "off"),
         default="auto",
@@ -180,13 +197,13 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "it does not; on = refuse to start without it; off = run them unconfined "
         "(default auto)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--sandbox-network",
         action="store_true",
         help="let sandboxed commands and MCP servers use the network (default: none, not "
         "even loopback)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--sandbox-limit",
         action="append",
         default=[],
@@ -196,7 +213,11 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "file written); repeatable (default processes=4096, memory=32768, cpu=3600, "
         "file=16384)",
     )
-    acp.add_argument(
+
+
+def _process_arguments(parser: argparse.ArgumentParser) -> None:
+    """The event loop, the log, and where (and how durably) sessions are kept."""
+    parser.add_argument(
         "--event-loop",
         choices=EVENT_LOOPS,
         default="auto",
@@ -204,13 +225,13 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         "'toolprep[uvloop]') lowers tool-card latency under load; auto uses it when installed "
         "(default auto)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--log-level",
         default="WARNING",
         metavar="LEVEL",
         help="stderr log level: DEBUG, INFO, WARNING, ERROR (default WARNING)",
     )
-    persistence = acp.add_mutually_exclusive_group()
+    persistence = parser.add_mutually_exclusive_group()
     persistence.add_argument(
         "--data-dir",
         default=None,
@@ -225,7 +246,7 @@ def runtime_arguments(acp: argparse.ArgumentParser) -> None:
         help="keep sessions in memory only: nothing is written, nothing can be loaded later "
         "(default: keep them in --data-dir)",
     )
-    acp.add_argument(
+    parser.add_argument(
         "--synchronous",
         choices=("normal", "full"),
         default="normal",
