@@ -25,6 +25,8 @@ class FinishReason(str, enum.Enum):  # noqa: UP042 - str() and format() keep the
 
 @dataclass(frozen=True, slots=True)
 class TextPart:
+    """Plain text: what the user typed, or what the model answered."""
+
     text: str
 
 
@@ -47,6 +49,8 @@ class FunctionCall:
 
 @dataclass(frozen=True, slots=True)
 class FunctionCallPart:
+    """A tool call the model made, as it stands in the history."""
+
     function_call: FunctionCall
 
 
@@ -62,10 +66,13 @@ class FunctionResponse:
 
 @dataclass(frozen=True, slots=True)
 class FunctionResponsePart:
+    """A tool's result, as it stands in the history."""
+
     function_response: FunctionResponse
 
 
 Part: TypeAlias = TextPart | ThoughtPart | FunctionCallPart | FunctionResponsePart
+"""Any piece of a message's content: what a turn's history is made of."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,8 @@ CLOSE_WAIT_S = 5.0
 
 @dataclass(frozen=True, slots=True)
 class RuntimeConfig:
+    """How a ``Runtime`` runs its sessions: retries, the system prompt, tools, limits."""
+
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     system_prompt: str | None = (
         "You are a coding agent working in the user's project through tools. "
@@ -116,6 +118,9 @@ class RuntimeConfig:
 
 
 class Runtime:
+    """Sessions in this process: the in-process ``SessionHost``, one actor per role serving
+    every session (``docs/architecture.md``)."""
+
     def __init__(
         self,
         routes: Sequence[ModelRoute],

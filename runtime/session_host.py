@@ -198,6 +198,7 @@ class WriteTextFile:
 
 
 ClientRequest = RequestPermission | ReadTextFile | WriteTextFile
+"""What a session may ask its client while a turn waits (``FrameSink.send_request``)."""
 
 
 # --- the caller's answers to editor requests (events: what happened) -----------------------

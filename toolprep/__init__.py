@@ -7,7 +7,10 @@ build configuration.
 
 What an embedder needs is importable from here::
 
-    from toolprep import ModelRoute, Runtime, TextPart, build_provider
+    from toolprep import ModelRoute, Runtime, TextPart, build_provider, serve_stdio
+
+These names (``__all__``) and the ones the docs document are the stable, public surface;
+anything imported from deeper (``toolprep.runtime....``) is internal and may change.
 
 Each name loads its module on first use, so ``import toolprep`` stays as cheap as it was
 (the CLI and every worker import it before anything else): nothing here imports the
@@ -32,7 +35,9 @@ if TYPE_CHECKING:
         ThoughtPart,
     )
     from toolprep.messages.turns import TurnResult, UserMessage
+    from toolprep.runtime.acp.stdio_serving import serve_stdio
     from toolprep.runtime.config import ModelRoute
+    from toolprep.runtime.daemon.websocket_serving import serve_websocket
     from toolprep.runtime.host import Runtime, RuntimeConfig
     from toolprep.runtime.providers.base import Provider
     from toolprep.runtime.providers.factory import build_provider
@@ -46,6 +51,7 @@ if TYPE_CHECKING:
     )
 
 __version__ = "0.2.0"
+"""This release of toolprep (``pyproject.toml``'s ``version``)."""
 
 _HOMES: dict[str, str] = {
     "ClientRequest": "toolprep.runtime.session_host",
@@ -68,6 +74,8 @@ _HOMES: dict[str, str] = {
     "TurnResult": "toolprep.messages.turns",
     "UserMessage": "toolprep.messages.turns",
     "build_provider": "toolprep.runtime.providers.factory",
+    "serve_stdio": "toolprep.runtime.acp.stdio_serving",
+    "serve_websocket": "toolprep.runtime.daemon.websocket_serving",
 }
 """Each public name and the module it lives in."""
 
@@ -93,6 +101,8 @@ __all__ = [
     "UserMessage",
     "__version__",
     "build_provider",
+    "serve_stdio",
+    "serve_websocket",
 ]
 
 

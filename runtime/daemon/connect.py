@@ -242,7 +242,7 @@ def _joined(
 def _asked(serve_options: list[str], environ: Mapping[str, str]) -> Asked | str:
     """What the options after ``--`` and the environment ask for; or, if the options are
     not ``serve``'s, the line saying so."""
-    from toolprep.runtime.cli import serve_option_parser
+    from toolprep.runtime.cli.serve import serve_option_parser
     from toolprep.runtime.config import default_provider, resolve_settings
 
     try:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.daemon_process import refused_start
-from toolprep.runtime.cli import build_parser, check_serve_arguments
+from toolprep.runtime.cli.main import build_parser
+from toolprep.runtime.cli.serve import check_serve_arguments
 
 STARTS_IN_S = 60
 

@@ -116,7 +116,7 @@ def test_the_cli_asked_for_a_missing_uvloop_stops_at_start_up(workers: str) -> N
     args = ["acp", "--provider", "replay", "--no-persist", "--event-loop", "uvloop"]
     result = _run_without_uvloop(
         f"""
-        from toolprep.runtime.cli import main
+        from toolprep.runtime.cli.main import main
         raise SystemExit(main({[*args, "--workers", workers]!r}))
         """
     )

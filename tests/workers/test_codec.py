@@ -151,7 +151,7 @@ def test_malformed_mcp_servers_are_a_codec_error() -> None:
 def test_runtime_options_round_trip_as_a_worker_receives_them() -> None:
     import argparse
 
-    from toolprep.runtime.cli import build_parser
+    from toolprep.runtime.cli.main import build_parser
     from toolprep.runtime.mcp.policy import McpPolicy
     from toolprep.runtime.options import RuntimeOptions
 

@@ -1,0 +1,334 @@
+"""``toolprep serve``: the daemon serving ACP over WebSocket, its sessions outliving
+connections; and its options, which ``connect --start`` reads too."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from toolprep.runtime.assembly import configure_logging
+from toolprep.runtime.cli.hosting import Hosted, agent_meta, build_host, run_until_stopped
+from toolprep.runtime.cli.options import check_arguments, runtime_arguments, start_errors
+from toolprep.runtime.config import resolve_settings
+from toolprep.runtime.daemon.serve_options import (
+    add_connection_arguments,
+    check_connection_arguments,
+)
+from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
+from toolprep.runtime.mcp.policy import McpPolicy
+from toolprep.runtime.process_secrets import hold_secret
+from toolprep.runtime.process_tuning import tune_process_for_daemon
+from toolprep.runtime.stop_signals import StopSignals
+from toolprep.runtime.tools.environment import SERVE_TOKEN_VARIABLE
+
+if TYPE_CHECKING:
+    from toolprep.runtime.daemon.runs_with import RunsWith
+    from toolprep.runtime.daemon.serve_token import ServeToken
+
+__all__ = [
+    "ServeStart",
+    "add_serve_command",
+    "check_serve_arguments",
+    "run_serve",
+    "serve_arguments",
+    "serve_option_parser",
+]
+
+_SERVE_DESCRIPTION = (
+    "Run a daemon serving ACP over WebSocket at ws://HOST:PORT/acp (experimental: ACP "
+    "defines no remote transport yet). Its sessions outlive "
+    "connections: a client that reconnects finds them again. On SIGTERM/SIGINT it cancels "
+    "the running turns, then exits."
+)
+
+
+def add_serve_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="run a daemon serving ACP over WebSocket; its sessions outlive connections",
+        description=_SERVE_DESCRIPTION,
+    )
+    serve_arguments(serve)
+
+
+def serve_option_parser() -> argparse.ArgumentParser:
+    """``serve``'s options alone, raising ``argparse.ArgumentError`` instead of exiting: how
+    ``connect`` reads the options it was given for a daemon (``runs_with``)."""
+    serve = argparse.ArgumentParser(prog="toolprep serve", add_help=False, exit_on_error=False)
+    serve_arguments(serve)
+    return serve
+
+
+def serve_arguments(serve: argparse.ArgumentParser) -> None:
+    """Every option of ``serve``: the runtime's, then the daemon's own."""
+    runtime_arguments(serve)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="spread sessions over N worker processes, each a whole runtime (default: one "
+        "per core; 1 keeps every session in this process)",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)"
+    )
+    serve.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help="require 'Authorization: Bearer TOKEN', TOKEN being the first line of PATH "
+        "(default: $TOOLPREP_TOKEN, else a random token; one of the two is required for a "
+        "non-loopback --host). The address and token are written to serve.json in the "
+        "data directory, readable by this user only",
+    )
+    serve.add_argument("--token", default=None, help=argparse.SUPPRESS)  # refused: see serve_token
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let web pages of ORIGIN (scheme://host[:port]) connect; repeatable. By "
+        "default a WebSocket upgrade carrying an Origin header (any browser's) is refused",
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="open sessions at most (default: no limit)",
+    )
+    serve.add_argument(
+        "--disconnect-grace",
+        type=float,
+        default=DEFAULT_GRACE_S,
+        metavar="SECONDS",
+        help="how long a session's running turn goes on with no client attached before it "
+        f"is cancelled, and an idle one stays open (default {DEFAULT_GRACE_S:g})",
+    )
+    add_connection_arguments(serve)
+    _client_mcp_arguments(serve)
+    serve.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="run the sessions on shard actors of the Ray cluster at ADDRESS (auto, "
+        "HOST:PORT); needs the ray extra: pip install 'toolprep[ray]' (default: no Ray, "
+        "sessions run on this machine)",
+    )
+    serve.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --ray: N shard actors, each a whole runtime (default: one per CPU of "
+        "the cluster)",
+    )
+    serve.add_argument(
+        "--ray-name",
+        default="toolprep",
+        metavar="NAME",
+        help="with --ray: this daemon's name on the cluster (its placement registry is "
+        "NAME-sessions), so several daemons can share one cluster (default toolprep)",
+    )
+
+
+def _client_mcp_arguments(serve: argparse.ArgumentParser) -> None:
+    """What a daemon's clients may name in ``mcpServers``: by default, nothing."""
+    serve.add_argument(
+        "--allow-mcp-command",
+        action="append",
+        default=[],
+        metavar="PROGRAM",
+        help="let clients start stdio MCP servers whose command is exactly PROGRAM, with "
+        "whatever arguments and env they give (repeatable; default: none, since a client "
+        "could otherwise run any program as you)",
+    )
+    serve.add_argument(
+        "--allow-client-mcp",
+        action="store_true",
+        help="let clients start stdio MCP servers with any command (default: off)",
+    )
+    serve.add_argument(
+        "--allow-mcp-network",
+        action="store_true",
+        help="let clients name http/sse MCP servers on any address (default: public "
+        "addresses only, never loopback, private, link-local or other internal ones)",
+    )
+
+
+def _client_mcp_policy(args: argparse.Namespace) -> McpPolicy:
+    return McpPolicy(
+        any_command=args.allow_client_mcp,
+        commands=frozenset(args.allow_mcp_command),
+        any_address=args.allow_mcp_network,
+    )
+
+
+class ServeStart(NamedTuple):
+    """What ``serve`` starts from once its options are checked."""
+
+    token: ServeToken
+    origins: frozenset[str]
+    mcp_policy: McpPolicy
+
+
+def check_serve_arguments(args: argparse.Namespace, environ: Mapping[str, str]) -> ServeStart:
+    """Everything ``serve`` checks before it starts anything, in the order it refuses: the
+    token first (one on the command line is refused whatever else is wrong), then the
+    origins, then the other options. Raises ``ValueError`` or ``OSError``."""
+    from toolprep.runtime.daemon.admission import parse_allowed_origin
+    from toolprep.runtime.daemon.serve_token import (
+        TOKEN_ON_COMMAND_LINE,
+        check_token_for_host,
+        serve_token,
+    )
+
+    if args.token is not None:
+        raise ValueError(f"--token: {TOKEN_ON_COMMAND_LINE}")
+    token = serve_token(args.token_file, environ)
+    check_token_for_host(token, args.host)
+    origins = frozenset(parse_allowed_origin(origin) for origin in args.allow_origin)
+    check_arguments(args)
+    check_connection_arguments(args)
+    return ServeStart(token, origins, _client_mcp_policy(args))
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve ACP over WebSocket until SIGTERM/SIGINT/SIGHUP; then every running turn is cancelled
+    (clients see the discards and their prompts answered) before the sockets close."""
+    return run_until_stopped(lambda stop: _serve_daemon(args, stop))
+
+
+class _NoDaemonFile(Exception):
+    """The daemon file could not be written and nobody else can learn the token."""
+
+
+def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
+    configure_logging(args.log_level)
+    try:
+        token, origins, mcp_policy = check_serve_arguments(args, os.environ)
+        # Held (not in the environment a child inherits): workers get it over their pipe,
+        # and the tools' environment policy keeps it (and any copy of its value) out of
+        # every tool and MCP server, and masks it in their output.
+        hold_secret(SERVE_TOKEN_VARIABLE, token.value)
+        hosted = build_host(args, stop, mcp_policy)
+    except start_errors() as exc:
+        print(f"toolprep: {exc}", file=sys.stderr)
+        return 2
+    from toolprep.runtime.daemon.discovery import remove_daemon_file
+    from toolprep.runtime.daemon.limits import default_max_connections, raise_open_files_limit
+    from toolprep.runtime.daemon.websocket_serving import serve_websocket
+
+    open_files, _ = raise_open_files_limit()
+    max_connections = args.max_connections or default_max_connections(open_files)
+    logging.getLogger(__name__).info(
+        "open files limit %d: at most %d connections", open_files, max_connections
+    )
+    data_dir, pid = _daemon_data_dir(args), os.getpid()
+    listening: list[str] = []  # the URL, once the server listens
+
+    def announce(url: str) -> None:
+        listening.append(url)
+        _announce(args, hosted, token, url, data_dir)
+
+    try:
+        serve_websocket(
+            hosted.host,
+            hosted.archive,
+            token=token.value,
+            host=args.host,
+            port=args.port,
+            allowed_origins=origins,
+            mcp_policy=mcp_policy,
+            max_sessions=args.max_sessions,
+            disconnect_grace_s=args.disconnect_grace,
+            max_message_bytes=args.max_line_bytes,
+            max_connections=max_connections,
+            max_buffered_bytes=args.max_send_buffer,
+            ping_interval_s=args.ping_interval or None,
+            ping_timeout_s=args.ping_timeout or None,
+            event_loop=args.event_loop,
+            meta=agent_meta(args),
+            stop_requested=lambda: stop.requested,
+            on_listening=announce,
+        )
+    except _NoDaemonFile as exc:
+        print(f"toolprep: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
+        if listening:  # not a refusal to listen: a failure while serving
+            raise
+        print(f"toolprep: {_listen_failure(args, exc)}", file=sys.stderr)
+        return 2
+    remove_daemon_file(data_dir, pid)
+    if hosted.store is not None:
+        hosted.store.close()
+    return 0
+
+
+def _listen_failure(args: argparse.Namespace, exc: ValueError | OSError) -> str:
+    """Why the server could not listen: who holds the port, when that is known."""
+    from toolprep.runtime.daemon.port_holder import port_in_use_message
+
+    taken = port_in_use_message(args.host, args.port, exc) if isinstance(exc, OSError) else None
+    return taken or str(exc)
+
+
+def _announce(
+    args: argparse.Namespace, hosted: Hosted, token: ServeToken, url: str, data_dir: Path
+) -> None:
+    """Once listening: write the daemon file clients find the daemon by, and say where.
+
+    Raises ``_NoDaemonFile`` when it cannot be written and the token was generated: nobody
+    could learn it, so serving would be useless.
+    """
+    from toolprep.runtime.daemon.discovery import (
+        DaemonAddress,
+        daemon_file_path,
+        write_daemon_file,
+    )
+
+    if hosted.store is None:  # else made private before the store opened (``build_host``)
+        from toolprep.runtime.store.private_files import make_private
+
+        make_private(data_dir)
+    address = DaemonAddress(url, token.value, os.getpid(), _runs_with(args, token.value))
+    try:
+        address_file = write_daemon_file(data_dir, address)
+        where = f"address and token in {address_file}"
+    except OSError as exc:
+        if token.source == "generated":  # nobody could learn the token: useless to serve
+            raise _NoDaemonFile(f"cannot write the daemon file in {data_dir}: {exc}") from exc
+        # A full or read-only data directory: clients given the URL and token still connect.
+        where = f"no daemon file: cannot write {daemon_file_path(data_dir)}: {exc.strerror}"
+    print(f"toolprep: serving ACP on {url} ({where})", file=sys.stderr, flush=True)
+    tune_process_for_daemon()
+
+
+def _runs_with(args: argparse.Namespace, token: str) -> RunsWith:
+    """What the sessions stream from, for ``serve.json``: clients compare it with what they
+    ask for (``runs_with``); the key only as a check keyed with the daemon's token."""
+    from toolprep.runtime.daemon.runs_with import RunsWith
+
+    settings = resolve_settings(
+        provider=args.provider, model=args.model, base_url=args.base_url, env=os.environ
+    )
+    return RunsWith.of(settings, token)
+
+
+def _daemon_data_dir(args: argparse.Namespace) -> Path:
+    """Where the daemon file goes: ``--data-dir``, else the default one (even with
+    ``--no-persist``: clients look for the file there)."""
+    from toolprep.runtime.assembly import default_data_dir
+
+    chosen = Path(args.data_dir) if args.data_dir is not None else default_data_dir()
+    return chosen.expanduser().resolve()
