@@ -231,16 +231,7 @@ def _probe(bwrap: str) -> SandboxStatus:
     argv = [
         found,
         *_namespaces(network=False),
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-        *_shown_in_tmp(),
+        *_system_view(),
         "--",
         sys.executable,
         "-I",
@@ -326,6 +317,24 @@ def installation_in_tmp() -> tuple[str, ...]:
     return tuple(kept)
 
 
+def _system_view() -> list[str]:
+    """What every sandbox (the probe's too) sees before its own binds: the system
+    read-only, its own ``/dev`` and ``/proc``, a private ``/tmp`` showing the agent's
+    installation if that lies in it."""
+    return [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        *_shown_in_tmp(),
+    ]
+
+
 def _shown_in_tmp() -> list[str]:
     return [arg for place in installation_in_tmp() for arg in ("--ro-bind", place, place)]
 
@@ -364,16 +373,7 @@ class Sandbox:
         return [
             self.bwrap,
             *_namespaces(network=self.network),
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-            *_shown_in_tmp(),
+            *_system_view(),
             *outside,
             "--bind",
             here,
