@@ -81,7 +81,8 @@ from toolprep.messages.turns import (
     TurnResult,
     WriteFrames,
 )
-from toolprep.runtime.compaction import (
+from toolprep.runtime.config import ModelRoute
+from toolprep.runtime.kernel.compaction import (
     SUMMARY_INSTRUCTION,
     CompactionPolicy,
     compaction_failed_note,
@@ -94,11 +95,10 @@ from toolprep.runtime.compaction import (
     summary_message,
     summary_prompt,
 )
-from toolprep.runtime.config import ModelRoute
+from toolprep.runtime.kernel.retry import RetryPolicy
+from toolprep.runtime.kernel.scheduler import Scheduler
+from toolprep.runtime.kernel.session_title import title_of
 from toolprep.runtime.providers.base import ModelRequest, StreamError, ToolDeclaration
-from toolprep.runtime.retry import RetryPolicy
-from toolprep.runtime.scheduler import Scheduler
-from toolprep.runtime.session_title import title_of
 
 logger = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from toolprep.messages.turns import (
     SummaryFailed,
 )
 from toolprep.runtime.config import ModelRoute
-from toolprep.runtime.event_loops import EventLoopChoice, new_stream_loop
+from toolprep.runtime.kernel.event_loops import EventLoopChoice, new_stream_loop
+from toolprep.runtime.kernel.threads import prestarted_pool
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
-from toolprep.runtime.threads import prestarted_pool
 
 logger = logging.getLogger(__name__)
 

@@ -44,8 +44,8 @@ from toolprep.messages.turns import (
     WorkerReturned,
     WriteFrames,
 )
-from toolprep.runtime.scheduler import Scheduler, TimerHandle
-from toolprep.runtime.threads import prestarted_pool
+from toolprep.runtime.kernel.scheduler import Scheduler, TimerHandle
+from toolprep.runtime.kernel.threads import prestarted_pool
 from toolprep.runtime.tools.base import (
     ClientFilesystem,
     PermissionOutcome,

@@ -24,7 +24,7 @@ def bench_runtime(config: dict[str, Any]) -> Any:
     """A worker's or shard's runtime (``WorkerSpec`` factory): the ``local`` run's runtime."""
     from benchmarks._transports import bench_config, build_bench_provider
     from toolprep.runtime.config import ModelRoute
-    from toolprep.runtime.host import Runtime
+    from toolprep.runtime.hosting.runtime import Runtime
 
     transport = config["transport"]
     provider = build_bench_provider(

@@ -126,7 +126,7 @@ class EmbeddedAgent:
     def __init__(self, runtime: Any, gc_mode: str, gc_threshold: tuple[int, ...] | None) -> None:
         from toolprep.runtime.acp.agent import AcpAgent
         from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
-        from toolprep.runtime.process_tuning import tune_process_for_daemon
+        from toolprep.runtime.process.tuning import tune_process_for_daemon
 
         self.runtime = runtime
         pipes = h.make_pipes()
@@ -273,7 +273,7 @@ def _start_agent(stack: ExitStack, spec: ChildSpec) -> _Started:
         from toolprep.actors.stream_reader import (  # type: ignore[attr-defined]
             ModelRoute,
         )
-    from toolprep.runtime.host import Runtime
+    from toolprep.runtime.hosting.runtime import Runtime
 
     provider = build_bench_provider(
         spec.provider, spec.base_url, spec.sessions, spec.pools, spec.keepalive, spec.transport

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolprep.runtime.host import RuntimeConfig
+    from toolprep.runtime.hosting.runtime import RuntimeConfig
 
 __all__ = ["TRANSPORTS", "PooledProvider", "bench_config", "build_bench_provider"]
 
@@ -45,7 +45,7 @@ class PooledProvider:
 def bench_config(transport: str) -> RuntimeConfig:
     """The runtime's configuration for ``transport``: its event loop (the report names the
     loop the stream loop turned out to be)."""
-    from toolprep.runtime.host import RuntimeConfig
+    from toolprep.runtime.hosting.runtime import RuntimeConfig
 
     match transport:
         case "aiohttp-asyncio":

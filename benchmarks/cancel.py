@@ -62,7 +62,7 @@ def _embedded_agent(provider_name: str, base_url: str) -> Iterator[tuple[int, in
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
     from toolprep.runtime.config import ModelRoute
-    from toolprep.runtime.host import Runtime
+    from toolprep.runtime.hosting.runtime import Runtime
     from toolprep.runtime.providers.factory import build_provider
 
     provider = build_provider(provider_name, base_url=base_url, api_key="bench", max_retries=0)

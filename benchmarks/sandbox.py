@@ -51,8 +51,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import _harness as h
-from toolprep.runtime.assembly import sandbox_from_options
-from toolprep.runtime.options import RuntimeOptions
+from toolprep.runtime.hosting.assembly import sandbox_from_options
+from toolprep.runtime.hosting.options import RuntimeOptions
 from toolprep.runtime.tools.base import ToolContext
 from toolprep.runtime.tools.config import ToolConfig
 from toolprep.runtime.tools.environment import EnvironmentPolicy

@@ -796,7 +796,7 @@ def build_long_session(data_dir: Path, cwd: str, turns: int) -> tuple[str, int]:
     would be refused to the daemon.
     """
     from toolprep.messages.content import Content
-    from toolprep.runtime.assembly import STORE_FILE
+    from toolprep.runtime.hosting.assembly import STORE_FILE
     from toolprep.runtime.store import SessionStore
     from toolprep.runtime.store.journal import StoreJournal
 
@@ -816,7 +816,7 @@ def build_long_session(data_dir: Path, cwd: str, turns: int) -> tuple[str, int]:
 
 def _store_load_ms(data_dir: Path, session_id: str, repeats: int = 3) -> float:
     """``Sessions.load`` alone, in this process: the floor under a cold ``session/load``."""
-    from toolprep.runtime.assembly import STORE_FILE
+    from toolprep.runtime.hosting.assembly import STORE_FILE
     from toolprep.runtime.store import SessionStore
 
     times = []

@@ -280,7 +280,7 @@ def run(
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
     from toolprep.runtime.config import ModelRoute
-    from toolprep.runtime.host import Runtime, RuntimeConfig
+    from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
     from toolprep.runtime.providers.factory import build_provider
 
     snapshots = _Snapshots(trace)

@@ -48,7 +48,7 @@ from toolprep.messages.content import (
     TextPart,
 )
 from toolprep.messages.requests import ModelRequest
-from toolprep.runtime.event_loops import new_stream_loop
+from toolprep.runtime.kernel.event_loops import new_stream_loop
 from toolprep.runtime.providers.factory import build_provider
 from toolprep.testing.loopback import LOOPBACK, loopback_server, server_stats
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from toolprep.runtime.kernel.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.providers.context_windows import context_window
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
-from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.tools.environment import (
     PASS_ENV_VARIABLE,
     SCRUB_ENV_VARIABLE,

@@ -7,12 +7,12 @@ import subprocess
 import sys
 import textwrap
 
-from toolprep.runtime.gc_tuning import GEN0_THRESHOLD, GEN1_THRESHOLD, GEN2_THRESHOLD
+from toolprep.runtime.process.gc_tuning import GEN0_THRESHOLD, GEN1_THRESHOLD, GEN2_THRESHOLD
 
 _PROBE = textwrap.dedent(
     """
     import gc, json
-    from toolprep.runtime.gc_tuning import tune_gc_for_daemon
+    from toolprep.runtime.process.gc_tuning import tune_gc_for_daemon
 
     before = {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}
     tune_gc_for_daemon()

@@ -3,9 +3,12 @@
 - ``messages/`` is the vocabulary everything else shares: it imports nothing of ours, so a
   worker process, a daemon or a remote host that exchanges messages needs nothing else to
   decode them.
-- The kernel (``actors/``, ``runtime/providers``, ``runtime/tools``, ``runtime/mcp``) runs a
-  session whoever hosts it: it imports no hosting module (the daemon, the workers, the Ray
+- The kernel (``actors/``, ``runtime/kernel``, ``runtime/providers``, ``runtime/tools``,
+  ``runtime/mcp``) runs a session whoever hosts it: it imports no hosting module (the
+  in-process host and its assembly, the process settings, the daemon, the workers, the Ray
   host, the CLI, the ACP connection).
+- Every module of ``runtime/`` belongs to the kernel, the store or the hosting: none is left
+  loose where no rule sees it.
 - The store (``runtime/store``) is below the hosts that use it: no hosting module either.
 - The installed package never imports ``toolprep.testing`` (the benchmarks' and the tests'
   loopback provider and tool), the tests or the benchmarks.
@@ -29,12 +32,23 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 HOSTING = (
+    "toolprep.runtime.hosting",
+    "toolprep.runtime.process",
     "toolprep.runtime.daemon",
     "toolprep.runtime.workers",
     "toolprep.runtime.ray_host",
     "toolprep.runtime.cli",
     "toolprep.runtime.acp",
 )
+KERNEL = (
+    "actors",
+    "runtime/kernel",
+    "runtime/config.py",
+    "runtime/providers",
+    "runtime/tools",
+    "runtime/mcp",
+)
+STORE = ("runtime/store",)
 PACKAGE = ("messages", "actors", "runtime", "toolprep")
 
 
@@ -52,10 +66,10 @@ RULES = (
     Rule("messages import nothing of ours", ("messages",), ("toolprep",), ("toolprep.messages",)),
     Rule(
         "the kernel imports no hosting module",
-        ("actors", "runtime/providers", "runtime/tools", "runtime/mcp"),
+        KERNEL,
         HOSTING,
     ),
-    Rule("the store imports no hosting module", ("runtime/store",), HOSTING),
+    Rule("the store imports no hosting module", STORE, HOSTING),
     Rule(
         "the package imports no test or benchmark code",
         PACKAGE,
@@ -122,3 +136,20 @@ def test_the_walk_sees_imports_at_the_top_and_inside_functions() -> None:
         ("runtime/daemon/server.py", "toolprep.runtime.acp.agent"),  # at the top
         ("runtime/cli/hosting.py", "toolprep.runtime.workers"),  # inside a function
     } <= _breaches(probe)
+
+
+def test_every_runtime_module_is_kernel_store_or_hosting() -> None:
+    """A module outside every list would be checked by no rule."""
+    hosting = {"runtime/" + name.removeprefix("toolprep.runtime.") for name in HOSTING}
+    kernel = {folder for folder in KERNEL if folder.startswith("runtime/")}
+    placed = kernel | set(STORE) | hosting
+    runtime = REPO / "runtime"
+    entries = {
+        path.relative_to(REPO).as_posix()
+        for path in runtime.iterdir()
+        if (path.is_dir() and (path / "__init__.py").exists())
+        or (path.suffix == ".py" and path.name != "__init__.py")
+    }
+
+    assert entries - placed == set(), "place these in KERNEL, STORE or HOSTING"
+    assert placed - entries == set(), "these are listed but do not exist"

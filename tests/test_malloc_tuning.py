@@ -14,14 +14,14 @@ import subprocess
 import sys
 import textwrap
 
-from toolprep.runtime.malloc_tuning import MMAP_THRESHOLD_BYTES
+from toolprep.runtime.process.malloc_tuning import MMAP_THRESHOLD_BYTES
 
 _ASYNCIO_READ_BYTES = 256 * 1024
 
 _PROBE = textwrap.dedent(
     """
     import ctypes, json, sys
-    from toolprep.runtime.process_tuning import tune_process_for_daemon
+    from toolprep.runtime.process.tuning import tune_process_for_daemon
 
     class MallInfo2(ctypes.Structure):
         _fields_ = [(name, ctypes.c_size_t) for name in (

@@ -38,25 +38,25 @@ if TYPE_CHECKING:
     from toolprep.runtime.acp.stdio_serving import serve_stdio
     from toolprep.runtime.config import ModelRoute
     from toolprep.runtime.daemon.websocket_serving import serve_websocket
-    from toolprep.runtime.host import Runtime, RuntimeConfig
-    from toolprep.runtime.providers.base import Provider
-    from toolprep.runtime.providers.factory import build_provider
-    from toolprep.runtime.providers.replay import ReplayProvider
-    from toolprep.runtime.session_host import (
+    from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
+    from toolprep.runtime.kernel.session_host import (
         ClientRequest,
         EditorCapabilities,
         FrameSink,
         SessionHost,
         SessionHostError,
     )
+    from toolprep.runtime.providers.base import Provider
+    from toolprep.runtime.providers.factory import build_provider
+    from toolprep.runtime.providers.replay import ReplayProvider
 
 __version__ = "0.2.0"
 """This release of toolprep (``pyproject.toml``'s ``version``)."""
 
 _HOMES: dict[str, str] = {
-    "ClientRequest": "toolprep.runtime.session_host",
-    "EditorCapabilities": "toolprep.runtime.session_host",
-    "FrameSink": "toolprep.runtime.session_host",
+    "ClientRequest": "toolprep.runtime.kernel.session_host",
+    "EditorCapabilities": "toolprep.runtime.kernel.session_host",
+    "FrameSink": "toolprep.runtime.kernel.session_host",
     "FunctionCall": "toolprep.messages.content",
     "FunctionCallPart": "toolprep.messages.content",
     "FunctionResponse": "toolprep.messages.content",
@@ -65,10 +65,10 @@ _HOMES: dict[str, str] = {
     "Part": "toolprep.messages.content",
     "Provider": "toolprep.runtime.providers.base",
     "ReplayProvider": "toolprep.runtime.providers.replay",
-    "Runtime": "toolprep.runtime.host",
-    "RuntimeConfig": "toolprep.runtime.host",
-    "SessionHost": "toolprep.runtime.session_host",
-    "SessionHostError": "toolprep.runtime.session_host",
+    "Runtime": "toolprep.runtime.hosting.runtime",
+    "RuntimeConfig": "toolprep.runtime.hosting.runtime",
+    "SessionHost": "toolprep.runtime.kernel.session_host",
+    "SessionHostError": "toolprep.runtime.kernel.session_host",
     "TextPart": "toolprep.messages.content",
     "ThoughtPart": "toolprep.messages.content",
     "TurnResult": "toolprep.messages.turns",

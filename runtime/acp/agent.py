@@ -40,9 +40,7 @@ from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection, Oversized
 from toolprep.runtime.acp.jsonrpc_router import DEFERRED
 from toolprep.runtime.acp.own_prompts import OwnPrompts
 from toolprep.runtime.acp.prompt_content import parse_prompt
-from toolprep.runtime.mcp.policy import McpRefused
-from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers
-from toolprep.runtime.session_host import (
+from toolprep.runtime.kernel.session_host import (
     ClientRequest,
     EditorAnswer,
     EditorCapabilities,
@@ -62,6 +60,8 @@ from toolprep.runtime.session_host import (
     UnknownSession,
     WriteTextFile,
 )
+from toolprep.runtime.mcp.policy import McpRefused
+from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import IO
 
 from toolprep.runtime.acp.jsonrpc_transport import DEFAULT_MAX_LINE_BYTES
-from toolprep.runtime.session_host import SessionArchive, SessionHost
+from toolprep.runtime.kernel.session_host import SessionArchive, SessionHost
 
 __all__ = ["serve_stdio"]
 
@@ -53,7 +53,7 @@ def serve_stdio(
     from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 
     if log_level is not None:
-        from toolprep.runtime.assembly import configure_logging
+        from toolprep.runtime.hosting.assembly import configure_logging
 
         configure_logging(log_level)
     if max_line_bytes < 1:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from toolprep.runtime.assembly import configure_logging
 from toolprep.runtime.cli.hosting import agent_meta, build_host, run_until_stopped
 from toolprep.runtime.cli.options import check_arguments, runtime_arguments, start_errors
+from toolprep.runtime.hosting.assembly import configure_logging
 from toolprep.runtime.mcp.policy import McpPolicy
-from toolprep.runtime.process_tuning import tune_process_for_daemon
-from toolprep.runtime.stop_signals import StopSignals
+from toolprep.runtime.process.stop_signals import StopSignals
+from toolprep.runtime.process.tuning import tune_process_for_daemon
 
 __all__ = ["add_acp_command", "run_acp"]
 

@@ -32,6 +32,6 @@ def add_demo_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def run_demo_command(args: argparse.Namespace) -> int:
-    from toolprep.runtime.demo import run_demo
+    from toolprep.runtime.cli.demo_session import run_demo
 
     return run_demo(json_output=args.json, replay_file=args.replay)

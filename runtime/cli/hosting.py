@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from toolprep.runtime.hosting.options import RuntimeOptions
+from toolprep.runtime.kernel.session_host import SessionArchive, SessionHost, SessionHostError
 from toolprep.runtime.mcp.policy import McpPolicy
-from toolprep.runtime.options import RuntimeOptions
-from toolprep.runtime.session_host import SessionArchive, SessionHost, SessionHostError
-from toolprep.runtime.stop_signals import StopSignals
+from toolprep.runtime.process.stop_signals import StopSignals
 
 if TYPE_CHECKING:
     from toolprep.runtime.store import SessionStore
@@ -75,7 +75,7 @@ def _host_options(
     args: argparse.Namespace, mcp_policy: McpPolicy
 ) -> tuple[RuntimeOptions, int, Path | None]:
     """The checked options, the worker count and the store's path (its folder made private)."""
-    from toolprep.runtime.assembly import check_options, default_data_dir, store_path
+    from toolprep.runtime.hosting.assembly import check_options, default_data_dir, store_path
     from toolprep.runtime.store.ownership import this_process
     from toolprep.runtime.store.private_files import make_private
     from toolprep.runtime.workers import default_worker_count
@@ -96,7 +96,7 @@ def _host_options(
 
 def _in_process(options: RuntimeOptions, stop: StopSignals) -> Hosted:
     """Every session in this process, on one runtime."""
-    from toolprep.runtime.assembly import runtime_from_options
+    from toolprep.runtime.hosting.assembly import runtime_from_options
 
     runtime = runtime_from_options(options)
     if runtime.store is not None:
@@ -125,7 +125,7 @@ def _worker_hosted(
     from toolprep.runtime.workers.codec import dump_options
 
     spec = WorkerSpec(
-        "toolprep.runtime.assembly:worker_runtime_from_options", dump_options(options)
+        "toolprep.runtime.hosting.assembly:worker_runtime_from_options", dump_options(options)
     )
     worker_host = WorkerHost(spec, workers, store=store)
     stop.on_force = worker_host.kill_tool_processes_now
@@ -153,7 +153,7 @@ def _ray_hosted(
 def agent_meta(args: argparse.Namespace) -> dict[str, object]:
     """What ``initialize`` says under ``_meta.toolprep``: whether commands run sandboxed
     (logged once here when they cannot be)."""
-    from toolprep.runtime.assembly import announce_sandbox
+    from toolprep.runtime.hosting.assembly import announce_sandbox
 
     return {"sandbox": announce_sandbox(RuntimeOptions.from_arguments(args)).to_meta()}
 

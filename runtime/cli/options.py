@@ -10,15 +10,15 @@ from __future__ import annotations
 import argparse
 
 from toolprep.messages.modes import MODES
-from toolprep.runtime.assembly import check_options
-from toolprep.runtime.compaction import DEFAULT_COMPACT_AT
 from toolprep.runtime.config import DEFAULT_MODELS
-from toolprep.runtime.event_loops import EVENT_LOOPS
+from toolprep.runtime.hosting.assembly import check_options
+from toolprep.runtime.hosting.options import RuntimeOptions
+from toolprep.runtime.kernel.compaction import DEFAULT_COMPACT_AT
+from toolprep.runtime.kernel.event_loops import EVENT_LOOPS
+from toolprep.runtime.kernel.retry import DEFAULT_MAX_RETRY_WAIT
+from toolprep.runtime.kernel.session_host import SessionHostError
 from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOLS
-from toolprep.runtime.options import RuntimeOptions
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
-from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
-from toolprep.runtime.session_host import SessionHostError
 
 __all__ = ["check_arguments", "runtime_arguments", "start_errors"]
 

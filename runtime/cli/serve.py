@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from toolprep.runtime.assembly import configure_logging
 from toolprep.runtime.cli.hosting import Hosted, agent_meta, build_host, run_until_stopped
 from toolprep.runtime.cli.options import check_arguments, runtime_arguments, start_errors
 from toolprep.runtime.config import resolve_settings
@@ -20,10 +19,11 @@ from toolprep.runtime.daemon.serve_options import (
     check_connection_arguments,
 )
 from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
+from toolprep.runtime.hosting.assembly import configure_logging
 from toolprep.runtime.mcp.policy import McpPolicy
-from toolprep.runtime.process_secrets import hold_secret
-from toolprep.runtime.process_tuning import tune_process_for_daemon
-from toolprep.runtime.stop_signals import StopSignals
+from toolprep.runtime.process.secrets import hold_secret
+from toolprep.runtime.process.stop_signals import StopSignals
+from toolprep.runtime.process.tuning import tune_process_for_daemon
 from toolprep.runtime.tools.environment import SERVE_TOKEN_VARIABLE
 
 if TYPE_CHECKING:
@@ -328,7 +328,7 @@ def _runs_with(args: argparse.Namespace, token: str) -> RunsWith:
 def _daemon_data_dir(args: argparse.Namespace) -> Path:
     """Where the daemon file goes: ``--data-dir``, else the default one (even with
     ``--no-persist``: clients look for the file there)."""
-    from toolprep.runtime.assembly import default_data_dir
+    from toolprep.runtime.hosting.assembly import default_data_dir
 
     chosen = Path(args.data_dir) if args.data_dir is not None else default_data_dir()
     return chosen.expanduser().resolve()

@@ -44,7 +44,6 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.sync.client import ClientConnection, connect
 
 from toolprep.runtime.acp.jsonrpc_transport import DEFAULT_MAX_LINE_BYTES
-from toolprep.runtime.assembly import configure_logging, default_data_dir
 from toolprep.runtime.daemon.autostart import (
     SERVE_LOG,
     StartFailed,
@@ -65,7 +64,8 @@ from toolprep.runtime.daemon.discovery import (
 from toolprep.runtime.daemon.message_limit import announced_limit
 from toolprep.runtime.daemon.runs_with import Asked, differences
 from toolprep.runtime.daemon.serve_token import TOKEN_ON_COMMAND_LINE, TOKEN_VARIABLE, serve_token
-from toolprep.runtime.stop_signals import StopSignals
+from toolprep.runtime.hosting.assembly import configure_logging, default_data_dir
+from toolprep.runtime.process.stop_signals import StopSignals
 
 __all__ = ["ConnectFailed", "run_connect"]
 

@@ -80,8 +80,8 @@ from toolprep.runtime.daemon.serve_options import (
     DEFAULT_PING_TIMEOUT_S,
 )
 from toolprep.runtime.daemon.session_pool import SessionPool
-from toolprep.runtime.event_loops import EventLoopChoice, new_stream_loop
-from toolprep.runtime.threads import prestarted_pool
+from toolprep.runtime.kernel.event_loops import EventLoopChoice, new_stream_loop
+from toolprep.runtime.kernel.threads import prestarted_pool
 
 __all__ = [
     "ACP_PATH",

@@ -38,9 +38,7 @@ from toolprep.messages.permissions import PermissionOutcome
 from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.daemon.grace_timers import GraceTimers
 from toolprep.runtime.daemon.shared_session import ClientConnection, SharedSession
-from toolprep.runtime.mcp.policy import McpPolicy
-from toolprep.runtime.mcp.specs import McpServerSpec
-from toolprep.runtime.session_host import (
+from toolprep.runtime.kernel.session_host import (
     NO_EDITOR,
     EditorAnswer,
     EditorCapabilities,
@@ -52,6 +50,8 @@ from toolprep.runtime.session_host import (
     SessionLimitReached,
     UnknownSession,
 )
+from toolprep.runtime.mcp.policy import McpPolicy
+from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.store.list_cursor import decode_list_cursor, encode_list_cursor
 
 __all__ = ["DEFAULT_GRACE_S", "LIST_PAGE_SIZE", "PoolClient", "SessionPool"]

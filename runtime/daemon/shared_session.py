@@ -30,7 +30,7 @@ import orjson
 
 from toolprep.messages.permissions import PermissionOutcome
 from toolprep.runtime.daemon.frame_history import FrameHistory
-from toolprep.runtime.session_host import (
+from toolprep.runtime.kernel.session_host import (
     ClientRequest,
     EditorFailed,
     ReadTextFile,

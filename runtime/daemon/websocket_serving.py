@@ -21,9 +21,9 @@ from toolprep.runtime.daemon.serve_options import (
     DEFAULT_PING_TIMEOUT_S,
 )
 from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
-from toolprep.runtime.event_loops import EventLoopChoice
+from toolprep.runtime.kernel.event_loops import EventLoopChoice
+from toolprep.runtime.kernel.session_host import SessionArchive, SessionHost
 from toolprep.runtime.mcp.policy import McpPolicy
-from toolprep.runtime.session_host import SessionArchive, SessionHost
 
 __all__ = ["serve_websocket"]
 
@@ -84,7 +84,7 @@ def serve_websocket(
     from toolprep.runtime.daemon.session_pool import SessionPool
 
     if log_level is not None:
-        from toolprep.runtime.assembly import configure_logging
+        from toolprep.runtime.hosting.assembly import configure_logging
 
         configure_logging(log_level)
     pool = SessionPool(

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import ray
 
-from toolprep.runtime.options import RuntimeOptions
+from toolprep.runtime.hosting.options import RuntimeOptions
+from toolprep.runtime.kernel.session_host import SessionHostError
 from toolprep.runtime.ray_host.host import RayHost, connect, forwarded_environment
-from toolprep.runtime.session_host import SessionHostError
 from toolprep.runtime.workers.codec import dump_options
 from toolprep.runtime.workers.process import WorkerSpec
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["default_shard_count", "ray_host_from_options"]
 
-RUNTIME_FACTORY = "toolprep.runtime.assembly:worker_runtime_from_options"
+RUNTIME_FACTORY = "toolprep.runtime.hosting.assembly:worker_runtime_from_options"
 
 PROBE_TIMEOUT_S = 5.0
 """How long the head's address may take to accept a connection before the daemon gives up."""

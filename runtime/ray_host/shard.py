@@ -20,7 +20,7 @@ from typing import Any
 
 import ray
 
-from toolprep.runtime.process_tuning import tune_process_for_daemon
+from toolprep.runtime.process.tuning import tune_process_for_daemon
 from toolprep.runtime.ray_host.outbox import Outbox
 from toolprep.runtime.tools.group_reaper import GroupReaper
 from toolprep.runtime.workers.protocol import Command, ProtocolError, Ready, decode_command

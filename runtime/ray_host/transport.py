@@ -30,8 +30,8 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
+from toolprep.runtime.kernel.session_host import SessionHostError
 from toolprep.runtime.ray_host.shard import ShardActor
-from toolprep.runtime.session_host import SessionHostError
 from toolprep.runtime.workers.process import WorkerSpec
 from toolprep.runtime.workers.protocol import (
     PROTOCOL_VERSION,

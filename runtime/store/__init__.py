@@ -1,6 +1,6 @@
 """Sessions kept in a SQLite file, so they outlive the process that served them."""
 
-from toolprep.runtime.session_host import SessionInfo
+from toolprep.runtime.kernel.session_host import SessionInfo
 from toolprep.runtime.store.errors import (
     SessionNotStored,
     SessionOwnedElsewhere,

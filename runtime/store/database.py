@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from toolprep.runtime.session_host import SessionInfo
+from toolprep.runtime.kernel.session_host import SessionInfo
 from toolprep.runtime.store.connection import (
     SYNCHRONOUS_LEVELS,
     Synchronous,

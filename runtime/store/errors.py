@@ -8,7 +8,7 @@ answers them as it answers the same refusal from any other archive.
 
 from __future__ import annotations
 
-from toolprep.runtime.session_host import (
+from toolprep.runtime.kernel.session_host import (
     SessionServedElsewhere,
     StoreReadOnly,
     UnknownSession,

@@ -13,7 +13,7 @@ import binascii
 
 import orjson
 
-from toolprep.runtime.session_host import SessionInfo
+from toolprep.runtime.kernel.session_host import SessionInfo
 
 __all__ = ["decode_list_cursor", "encode_list_cursor"]
 

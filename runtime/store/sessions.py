@@ -18,8 +18,8 @@ import orjson
 
 from toolprep.messages.codec import dump_content, load_content
 from toolprep.messages.content import Content
-from toolprep.runtime.session_host import SessionInfo
-from toolprep.runtime.session_title import title_of
+from toolprep.runtime.kernel.session_host import SessionInfo
+from toolprep.runtime.kernel.session_title import title_of
 from toolprep.runtime.store.claims import refuse_if_served_elsewhere
 from toolprep.runtime.store.database import StoreDatabase, require_session
 from toolprep.runtime.store.errors import StoreError

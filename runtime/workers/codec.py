@@ -17,10 +17,8 @@ from typing import Any, assert_never
 
 from toolprep.messages.codec import CodecError
 from toolprep.messages.modes import check_mode
-from toolprep.runtime.mcp.policy import McpPolicy
-from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers, to_acp
-from toolprep.runtime.options import RuntimeOptions
-from toolprep.runtime.session_host import (
+from toolprep.runtime.hosting.options import RuntimeOptions
+from toolprep.runtime.kernel.session_host import (
     ClientRequest,
     EditorAnswer,
     EditorFailed,
@@ -31,6 +29,8 @@ from toolprep.runtime.session_host import (
     SessionConfig,
     WriteTextFile,
 )
+from toolprep.runtime.mcp.policy import McpPolicy
+from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers, to_acp
 from toolprep.runtime.store.connection import SYNCHRONOUS_LEVELS
 
 __all__ = [

@@ -41,9 +41,7 @@ from toolprep.messages.frames import DiscardReason, discarded
 from toolprep.messages.modes import SessionMode
 from toolprep.messages.permissions import PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult, UserMessage
-from toolprep.runtime.mcp.policy import McpRefused
-from toolprep.runtime.mcp.specs import McpServerSpec
-from toolprep.runtime.session_host import (
+from toolprep.runtime.kernel.session_host import (
     NO_EDITOR,
     EditorAnswer,
     EditorCapabilities,
@@ -58,6 +56,8 @@ from toolprep.runtime.session_host import (
     UnknownModel,
     UnknownSession,
 )
+from toolprep.runtime.mcp.policy import McpRefused
+from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.tools.process_groups import signal_group
 from toolprep.runtime.workers.backoff import RestartBackoff, SlotHealth
 from toolprep.runtime.workers.process import WorkerProcess, WorkerSpec

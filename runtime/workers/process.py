@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolprep.runtime.process_secrets import secret_variables, withdrawn_names
-from toolprep.runtime.session_host import SessionHostError
+from toolprep.runtime.kernel.session_host import SessionHostError
+from toolprep.runtime.process.secrets import secret_variables, withdrawn_names
 from toolprep.runtime.workers.front_death import front_env
 from toolprep.runtime.workers.protocol import (
     PROTOCOL_VERSION,

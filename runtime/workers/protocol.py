@@ -29,13 +29,13 @@ from toolprep.messages.content import Part
 from toolprep.messages.modes import SessionMode, check_mode
 from toolprep.messages.permissions import PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult, UserMessage
-from toolprep.runtime.mcp.specs import McpServerSpec
-from toolprep.runtime.session_host import (
+from toolprep.runtime.kernel.session_host import (
     ClientRequest,
     EditorAnswer,
     EditorCapabilities,
     SessionConfig,
 )
+from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.workers.codec import (
     dump_answer,
     dump_config,

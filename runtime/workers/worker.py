@@ -33,12 +33,8 @@ import orjson
 from toolprep.messages.content import Part
 from toolprep.messages.frames import card_change
 from toolprep.messages.turns import TurnResult, UserMessage
-from toolprep.runtime.host import Runtime
-from toolprep.runtime.mcp.policy import McpRefused
-from toolprep.runtime.mcp.specs import McpServerSpec
-from toolprep.runtime.process_secrets import hold_secret, protect_process
-from toolprep.runtime.process_tuning import tune_process_for_daemon
-from toolprep.runtime.session_host import (
+from toolprep.runtime.hosting.runtime import Runtime
+from toolprep.runtime.kernel.session_host import (
     ClientRequest,
     EditorCapabilities,
     HostClosed,
@@ -48,7 +44,11 @@ from toolprep.runtime.session_host import (
     UnknownModel,
     UnknownSession,
 )
-from toolprep.runtime.stop_signals import dump_stacks_on_signal
+from toolprep.runtime.mcp.policy import McpRefused
+from toolprep.runtime.mcp.specs import McpServerSpec
+from toolprep.runtime.process.secrets import hold_secret, protect_process
+from toolprep.runtime.process.stop_signals import dump_stacks_on_signal
+from toolprep.runtime.process.tuning import tune_process_for_daemon
 from toolprep.runtime.workers.front_death import FrontWatch
 from toolprep.runtime.workers.protocol import (
     AnswerEditor,

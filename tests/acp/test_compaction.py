@@ -21,7 +21,7 @@ from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
 from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from tests.support.runtime_harness import check_cards
-from toolprep.runtime.compaction import SUMMARY_HEADER, SUMMARY_INSTRUCTION
+from toolprep.runtime.kernel.compaction import SUMMARY_HEADER, SUMMARY_INSTRUCTION
 
 KINDS = ["anthropic", "openai"]
 SUMMARY = "The user asked a first question; the agent ran a command and answered."

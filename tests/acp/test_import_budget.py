@@ -21,7 +21,7 @@ from tests.support.agent_process import AgentProcess
 HEAVY = ("anthropic", "openai", "mcp", "ray", "websockets")
 """Third-party packages an agent on the replay provider never needs."""
 
-RUNTIME = ("toolprep.actors", "toolprep.runtime.host", "toolprep.runtime.acp.agent")
+RUNTIME = ("toolprep.actors", "toolprep.runtime.hosting.runtime", "toolprep.runtime.acp.agent")
 """Our own modules a refused start has no use for."""
 
 DEADLINE_S = 120.0
@@ -130,5 +130,5 @@ def test_refusals_come_before_any_heavy_import(
     assert (done.returncode, len(said_lines)) == (2, 1), done.stderr[-2000:]
     assert said_lines[0].startswith(said.format(**paths))
     imported = _imported(done.stderr)
-    assert "toolprep.runtime.assembly" in imported  # the report covers our own imports
+    assert "toolprep.runtime.hosting.assembly" in imported  # the report covers our own imports
     assert _under(imported, HEAVY + RUNTIME) == set()

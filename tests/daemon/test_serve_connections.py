@@ -32,7 +32,7 @@ from tests.support.fake_provider import FakeProviderServer, ScriptedResponse, an
 from tests.support.raw_upgrade import address_of, request_bytes, upgrade
 from tests.support.runtime_harness import lifecycle, provider_base_url
 from tests.support.ws_client import WsClient
-from toolprep.runtime.event_loops import uvloop_installed
+from toolprep.runtime.kernel.event_loops import uvloop_installed
 from toolprep.testing.daemon import serve_command
 
 DEADLINE_S = 60.0  # far above what any of these takes; only a hang comes near it

@@ -14,7 +14,7 @@ from typing import cast
 import orjson
 
 from toolprep.runtime.daemon.shared_session import SharedSession
-from toolprep.runtime.session_host import ClientRequest, SessionHost
+from toolprep.runtime.kernel.session_host import ClientRequest, SessionHost
 
 WAIT_S = 30.0
 

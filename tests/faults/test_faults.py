@@ -75,7 +75,7 @@ def test_read_timeout_mid_stream_is_a_retryable_failure(tmp_path: Path) -> None:
 @pytest.mark.parametrize("phase", ["streaming", "tools", "backoff", "idle"])
 def test_cancel_storm_in_every_phase(phase: str, tmp_path: Path) -> None:
     kind = "anthropic"
-    from toolprep.runtime.retry import RetryPolicy
+    from toolprep.runtime.kernel.retry import RetryPolicy
 
     policy = RetryPolicy(max_retries=2, base_delay=2.0, jitter=0.0, max_delay=2.0)
     with harness(kind, tmp_path, retry=policy) as h:

@@ -112,11 +112,11 @@ def test_daemon_with_its_own_messages_and_runtime_imports_toolprep(
     probe = textwrap.dedent(
         """
         import messages, runtime
-        import toolprep.runtime.host, toolprep.messages.turns, toolprep.actors.base
+        import toolprep.runtime.hosting.runtime, toolprep.messages.turns, toolprep.actors.base
         from importlib.resources import files
         assert messages.OWNER == "daemon" and runtime.OWNER == "daemon"
         assert (files("toolprep.runtime") / "replay" / "default.json").is_file()
-        print(toolprep.runtime.host.__file__)
+        print(toolprep.runtime.hosting.runtime.__file__)
         """
     )
     result = subprocess.run(

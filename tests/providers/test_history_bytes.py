@@ -25,7 +25,7 @@ from toolprep.messages.content import (
     TextPart,
     ThoughtPart,
 )
-from toolprep.runtime.compaction import summary_message
+from toolprep.runtime.kernel.compaction import summary_message
 from toolprep.runtime.providers.anthropic_provider import (
     AnthropicProvider,
     build_messages_params,

@@ -17,11 +17,11 @@ from tests.runtime import scenarios as sc
 from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from tests.support.runtime_harness import check_cards, harness
 from toolprep.runtime.config import build_routes, resolve_settings
+from toolprep.runtime.kernel.retry import DEFAULT_MAX_RETRY_WAIT, RetryPolicy, RetryWait
 from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
 from toolprep.runtime.providers.deferred import DeferredProvider
 from toolprep.runtime.providers.errors import parse_retry_after
 from toolprep.runtime.providers.openai_provider import OpenAIProvider
-from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT, RetryPolicy, RetryWait
 
 KINDS = ["anthropic", "openai"]
 

@@ -34,7 +34,7 @@ from tests.support.runtime_harness import (
 )
 from toolprep.messages.content import TextPart
 from toolprep.messages.turns import TurnResult
-from toolprep.runtime.session_host import (
+from toolprep.runtime.kernel.session_host import (
     NO_EDITOR,
     EditorCapabilities,
     FileRead,

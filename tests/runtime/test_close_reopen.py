@@ -29,7 +29,7 @@ from tests.support.runtime_harness import (
 from toolprep.actors.base import TRACKER
 from toolprep.messages.content import Candidate, Content, GenerateContentResponse, TextPart
 from toolprep.messages.turns import ChunksReceived, TurnResult
-from toolprep.runtime.host import Runtime
+from toolprep.runtime.hosting.runtime import Runtime
 from toolprep.runtime.store import SessionStore
 
 KIND = "anthropic"

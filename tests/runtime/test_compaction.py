@@ -18,7 +18,7 @@ from toolprep.messages.content import (
     ThoughtPart,
 )
 from toolprep.messages.requests import StreamError
-from toolprep.runtime.compaction import (
+from toolprep.runtime.kernel.compaction import (
     SUMMARY_HEADER,
     CompactionPolicy,
     check_compact_at,

@@ -14,7 +14,7 @@ import uvloop
 
 from tests.runtime import scenarios as sc
 from tests.support.runtime_harness import check_cards, harness, lifecycle
-from toolprep.runtime.event_loops import EventLoopChoice, check_event_loop, new_stream_loop
+from toolprep.runtime.kernel.event_loops import EventLoopChoice, check_event_loop, new_stream_loop
 
 PARIS = ("call_paris", "get_weather", {"city": "Paris"})
 
@@ -80,13 +80,13 @@ def test_without_uvloop_auto_runs_asyncio_and_uvloop_is_refused_by_name() -> Non
     probe = _run_without_uvloop(
         """
         import asyncio
-        from toolprep.runtime.event_loops import check_event_loop, new_stream_loop
+        from toolprep.runtime.kernel.event_loops import check_event_loop, new_stream_loop
         loop = new_stream_loop("auto")
         print(type(loop).__module__)
         loop.close()
         import threading
         from toolprep.runtime.config import ModelRoute
-        from toolprep.runtime.host import Runtime, RuntimeConfig
+        from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
         from toolprep.runtime.providers.factory import build_provider
 
         provider = build_provider("anthropic", base_url="http://127.0.0.1:9", api_key="k")

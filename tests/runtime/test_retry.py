@@ -11,7 +11,7 @@ import pytest
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import ScriptedResponse
 from tests.support.runtime_harness import check_cards, harness, lifecycle
-from toolprep.runtime.retry import RetryPolicy
+from toolprep.runtime.kernel.retry import RetryPolicy
 
 PARIS = ("call_paris", "get_weather", {"city": "Paris"})
 

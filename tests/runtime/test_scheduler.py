@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 
-from toolprep.runtime.scheduler import Scheduler
+from toolprep.runtime.kernel.scheduler import Scheduler
 
 
 def test_actions_run_in_due_order() -> None:

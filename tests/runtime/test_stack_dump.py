@@ -17,7 +17,7 @@ from pathlib import Path
 _PROGRAM = textwrap.dedent(
     """
     import os, signal, sys, threading, time
-    from toolprep.runtime.stop_signals import dump_stacks_on_signal
+    from toolprep.runtime.process.stop_signals import dump_stacks_on_signal
 
     dump_stacks_on_signal()
     stop = threading.Event()

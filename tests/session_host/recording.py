@@ -18,7 +18,7 @@ import orjson
 
 from tests.support.runtime_harness import TURN_END
 from toolprep.messages.turns import TurnResult
-from toolprep.runtime.session_host import ClientRequest
+from toolprep.runtime.kernel.session_host import ClientRequest
 
 R = TypeVar("R", bound=ClientRequest)
 

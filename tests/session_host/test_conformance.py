@@ -37,8 +37,7 @@ from tests.support.runtime_harness import (
 from toolprep.messages.content import TextPart
 from toolprep.messages.frames import user_message_chunk
 from toolprep.messages.turns import TurnResult, UserMessage
-from toolprep.runtime.mcp.specs import StdioServer
-from toolprep.runtime.session_host import (
+from toolprep.runtime.kernel.session_host import (
     ClientRequest,
     EditorCapabilities,
     EditorFailed,
@@ -51,6 +50,7 @@ from toolprep.runtime.session_host import (
     UnknownSession,
     WriteTextFile,
 )
+from toolprep.runtime.mcp.specs import StdioServer
 
 TURN_S = 20.0
 WEATHER = ("call_paris", "get_weather", {"city": "Paris"})

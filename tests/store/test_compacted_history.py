@@ -16,7 +16,7 @@ import pytest
 from tests.store.test_journal import LONG_BUSY_S, journal_on
 from tests.support.sqlite_lock import write_locked
 from toolprep.messages.content import Content, TextPart
-from toolprep.runtime.compaction import summary_message
+from toolprep.runtime.kernel.compaction import summary_message
 from toolprep.runtime.store import SessionStore
 
 

@@ -25,7 +25,7 @@ from tests.support.runtime_harness import RecordingSink, check_cards, harness, l
 from tests.support.sqlite_lock import write_locked
 from toolprep.messages import frames as fr
 from toolprep.messages.content import Content, TextPart
-from toolprep.runtime.session_host import UnknownSession
+from toolprep.runtime.kernel.session_host import UnknownSession
 from toolprep.runtime.store import SessionStore
 from toolprep.runtime.store.journal import (
     MAX_PENDING,

@@ -25,7 +25,7 @@ from toolprep.messages.content import (
     TextPart,
     ThoughtPart,
 )
-from toolprep.runtime.session_host import UnknownSession
+from toolprep.runtime.kernel.session_host import UnknownSession
 from toolprep.runtime.store import SessionOwnedElsewhere, SessionStore, StoreError
 from toolprep.runtime.store.schema import MIGRATIONS, SCHEMA_VERSION
 

@@ -57,7 +57,7 @@ SPAWNING_MODULES = frozenset(
         "asyncio.subprocess",
         "ray",
         "acp.stdio",
-        "toolprep.runtime.demo",
+        "toolprep.runtime.cli.demo_session",
         "toolprep.runtime.mcp.stdio",
         "toolprep.runtime.ray_host",
         "toolprep.runtime.tools.group_reaper",

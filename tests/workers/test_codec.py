@@ -21,7 +21,7 @@ from toolprep.messages.content import (
     Usage,
 )
 from toolprep.messages.turns import TurnResult, UserMessage
-from toolprep.runtime.session_host import (
+from toolprep.runtime.kernel.session_host import (
     ClientRequest,
     EditorAnswer,
     EditorFailed,
@@ -152,8 +152,8 @@ def test_runtime_options_round_trip_as_a_worker_receives_them() -> None:
     import argparse
 
     from toolprep.runtime.cli.main import build_parser
+    from toolprep.runtime.hosting.options import RuntimeOptions
     from toolprep.runtime.mcp.policy import McpPolicy
-    from toolprep.runtime.options import RuntimeOptions
 
     line = "acp --provider replay --fallback-model m2 --scrub-env A --pass-env B_TOKEN"
     trust = ["--trust-mcp-server", "echo", "--trust-mcp-server", "my docs"]
@@ -178,7 +178,7 @@ def test_runtime_options_round_trip_as_a_worker_receives_them() -> None:
     ],
 )
 def test_malformed_runtime_options_are_refused_by_name(change: dict[str, Any], error: str) -> None:
-    from toolprep.runtime.options import RuntimeOptions
+    from toolprep.runtime.hosting.options import RuntimeOptions
 
     raw = {**codec.dump_options(RuntimeOptions()), **change}
     with pytest.raises(CodecError, match=error):

@@ -11,8 +11,7 @@ import pytest
 
 from toolprep.messages.content import FunctionCall, FunctionCallPart, TextPart, Usage
 from toolprep.messages.turns import TurnResult, UserMessage
-from toolprep.runtime.mcp.specs import StdioServer
-from toolprep.runtime.session_host import (
+from toolprep.runtime.kernel.session_host import (
     EditorCapabilities,
     EditorFailed,
     FileRead,
@@ -20,6 +19,7 @@ from toolprep.runtime.session_host import (
     RequestPermission,
     SessionConfig,
 )
+from toolprep.runtime.mcp.specs import StdioServer
 from toolprep.runtime.workers.protocol import (
     PROTOCOL_VERSION,
     AnswerEditor,

@@ -18,7 +18,7 @@ from tests.session_host.recording import RecordingFrameSink
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import gone_within
 from toolprep.messages.content import TextPart
-from toolprep.runtime.session_host import NoWorkerAvailable, SessionHostError
+from toolprep.runtime.kernel.session_host import NoWorkerAvailable, SessionHostError
 from toolprep.runtime.workers import WorkerHost, WorkerSpec
 from toolprep.runtime.workers.backoff import RestartBackoff
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter

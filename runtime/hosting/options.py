@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field, replace
 
-from toolprep.runtime.compaction import DEFAULT_COMPACT_AT
+from toolprep.runtime.kernel.compaction import DEFAULT_COMPACT_AT
+from toolprep.runtime.kernel.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOLS
 from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
-from toolprep.runtime.retry import DEFAULT_MAX_RETRY_WAIT
 from toolprep.runtime.store.connection import DEFAULT_SYNCHRONOUS, Synchronous
 
 __all__ = ["RuntimeOptions"]

@@ -56,15 +56,13 @@ from toolprep.messages.turns import (
     UserMessage,
     WriteFrames,
 )
-from toolprep.runtime.compaction import CompactionPolicy
 from toolprep.runtime.config import ModelRoute
-from toolprep.runtime.event_loops import EventLoopChoice, check_event_loop
-from toolprep.runtime.local_host import ClientRequests
-from toolprep.runtime.mcp import McpConfig, McpServerSpec
-from toolprep.runtime.mcp.hub import McpHub
-from toolprep.runtime.retry import RetryPolicy
-from toolprep.runtime.scheduler import Scheduler
-from toolprep.runtime.session_host import (
+from toolprep.runtime.hosting.local_requests import ClientRequests
+from toolprep.runtime.kernel.compaction import CompactionPolicy
+from toolprep.runtime.kernel.event_loops import EventLoopChoice, check_event_loop
+from toolprep.runtime.kernel.retry import RetryPolicy
+from toolprep.runtime.kernel.scheduler import Scheduler
+from toolprep.runtime.kernel.session_host import (
     NO_EDITOR,
     EditorAnswer,
     EditorCapabilities,
@@ -76,6 +74,8 @@ from toolprep.runtime.session_host import (
     UnknownSession,
     check_outcome,
 )
+from toolprep.runtime.mcp import McpConfig, McpServerSpec
+from toolprep.runtime.mcp.hub import McpHub
 from toolprep.runtime.store import SessionStore, StoredSession, StoreError
 from toolprep.runtime.store.journal import StoreJournal
 from toolprep.runtime.store.numbering import NumberingJournal

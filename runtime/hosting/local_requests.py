@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from typing import Any, Generic, TypeVar, assert_never
 
 from toolprep.messages.sinks import UpdatesWriter
-from toolprep.runtime.session_host import (
+from toolprep.runtime.kernel.session_host import (
     ClientRequest,
     EditorAnswer,
     EditorCapabilities,

@@ -18,18 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolprep.messages.modes import DEFAULT_MODE, SessionMode, check_mode
-from toolprep.runtime.compaction import check_compact_at
 from toolprep.runtime.config import (
     ProviderSettings,
     passed_variable_names,
     resolve_settings,
     scrubbed_variable_names,
 )
-from toolprep.runtime.event_loops import check_event_loop
-from toolprep.runtime.options import RuntimeOptions
+from toolprep.runtime.hosting.options import RuntimeOptions
+from toolprep.runtime.kernel.compaction import check_compact_at
+from toolprep.runtime.kernel.event_loops import check_event_loop
 
 if TYPE_CHECKING:
-    from toolprep.runtime.host import Runtime
+    from toolprep.runtime.hosting.runtime import Runtime
     from toolprep.runtime.tools.environment import EnvironmentPolicy
     from toolprep.runtime.tools.sandbox import Sandbox, SandboxStatus
 
@@ -109,11 +109,11 @@ def runtime_from_options(options: RuntimeOptions) -> Runtime:
     follows the process the user started, and the front may delete what
     its own workers served.
     """
-    from toolprep.runtime.compaction import CompactionPolicy
     from toolprep.runtime.config import build_routes
-    from toolprep.runtime.host import Runtime, RuntimeConfig
+    from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
+    from toolprep.runtime.kernel.compaction import CompactionPolicy
+    from toolprep.runtime.kernel.retry import RetryPolicy
     from toolprep.runtime.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_MAX_TOOLS, McpConfig
-    from toolprep.runtime.retry import RetryPolicy
     from toolprep.runtime.store import SessionStore
     from toolprep.runtime.tools.config import ToolConfig
     from toolprep.runtime.tools.hidden_paths import HiddenPaths

@@ -8,8 +8,8 @@ unless it calls this too.
 
 from __future__ import annotations
 
-from toolprep.runtime.gc_tuning import tune_gc_for_daemon
-from toolprep.runtime.malloc_tuning import tune_malloc_for_daemon
+from toolprep.runtime.process.gc_tuning import tune_gc_for_daemon
+from toolprep.runtime.process.malloc_tuning import tune_malloc_for_daemon
 
 __all__ = ["tune_process_for_daemon"]
 
