@@ -20,10 +20,12 @@ from toolprep.runtime.daemon.admission import is_loopback
 from toolprep.runtime.tools.environment import SERVE_TOKEN_VARIABLE
 
 __all__ = [
+    "MIN_REMOTE_TOKEN_CHARS",
     "TOKEN_ON_COMMAND_LINE",
     "TOKEN_VARIABLE",
     "ServeToken",
     "TokenSource",
+    "check_served_token",
     "check_token_for_host",
     "serve_token",
 ]
@@ -33,6 +35,10 @@ TOKEN_ON_COMMAND_LINE: Final = (
     "a token on the command line is readable by every process of this machine: "
     f"use --token-file or {TOKEN_VARIABLE}"
 )
+
+MIN_REMOTE_TOKEN_CHARS: Final = 16
+"""The shortest token served on a non-loopback address: 16 printable characters, about 100
+bits even when drawn from letters and digits only, too many to guess over the network."""
 
 TokenSource = Literal["token-file", "environment", "generated"]
 
@@ -79,11 +85,26 @@ def serve_token(token_file: str | None, environ: Mapping[str, str]) -> ServeToke
     return ServeToken(secrets.token_urlsafe(32), "generated")
 
 
+def check_served_token(token: str, host: str, where: str = "the token") -> None:
+    """``ValueError`` unless ``token`` may guard a server on ``host``: never empty, printable
+    ASCII (it travels in a header), and on a non-loopback address, where anyone on the
+    network may try it, at least ``MIN_REMOTE_TOKEN_CHARS`` long."""
+    _checked(token, where)
+    if not is_loopback(host) and len(token) < MIN_REMOTE_TOKEN_CHARS:
+        raise ValueError(
+            f"refusing to serve on {host} with {where} of {len(token)} characters: a "
+            f"non-loopback address needs at least {MIN_REMOTE_TOKEN_CHARS}, or it can be guessed"
+        )
+
+
 def check_token_for_host(token: ServeToken, host: str) -> None:
-    """A non-loopback address needs a token its remote clients were given, not a made-up one."""
+    """A non-loopback address needs a token its remote clients were given, not a made-up one,
+    and one long enough not to be guessed."""
     match token.source:
-        case "token-file" | "environment":
-            return
+        case "token-file":
+            check_served_token(token.value, host, "the token file's token")
+        case "environment":
+            check_served_token(token.value, host, TOKEN_VARIABLE)
         case "generated":
             if not is_loopback(host):
                 raise ValueError(

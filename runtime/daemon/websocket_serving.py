@@ -76,10 +76,14 @@ def serve_websocket(
     ``initialize`` says under ``_meta.toolprep``; ``log_level`` (``"INFO"``, say) sends the
     log to stderr at that level (default: logging left as the process configured it).
 
-    Raises ``ValueError`` for an option it cannot serve with (a bad origin, say) and
+    ``token`` must not be empty; on a non-loopback ``host`` it must be at least
+    ``MIN_REMOTE_TOKEN_CHARS`` (16) characters long, as ``toolprep serve`` requires.
+
+    Raises ``ValueError`` for an option it cannot serve with (a bad origin, a short token) and
     ``OSError`` when it cannot listen (the port taken), ``session_host`` shut down first.
     """
     from toolprep.runtime.daemon.admission import parse_allowed_origin
+    from toolprep.runtime.daemon.serve_token import check_served_token
     from toolprep.runtime.daemon.server import AcpServer
     from toolprep.runtime.daemon.session_pool import SessionPool
 
@@ -95,6 +99,7 @@ def serve_websocket(
         mcp_policy=mcp_policy,
     )
     try:
+        check_served_token(token, host)
         server = AcpServer(
             pool,
             host=host,

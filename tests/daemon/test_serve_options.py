@@ -93,6 +93,19 @@ def test_a_token_file_without_a_usable_token_is_refused(
     assert f"the token file {token_file} {said}" in refused
 
 
+def test_a_short_token_is_refused_on_a_non_loopback_address_only(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_bytes(b"short-token\n")
+    said = refusal("--token-file", str(token_file), "--host", "0.0.0.0", "--workers", "0")
+    assert "refusing to serve on 0.0.0.0 with the token file's token of 11 characters" in said
+    assert "needs at least 16" in said
+    said = refusal("--host", "192.0.2.1", "--workers", "0", environ={"TOOLPREP_TOKEN": "envtok"})
+    assert "with TOOLPREP_TOKEN of 6 characters" in said
+
+    args = build_parser().parse_args(["serve", "--no-persist", "--token-file", str(token_file)])
+    assert check_serve_arguments(args, {}).token.value == "short-token"
+
+
 def test_a_missing_token_file_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-token"
     said = refusal("--token-file", str(missing))

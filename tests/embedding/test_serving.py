@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import IO
 
 import orjson
+import pytest
 
 from tests.support.message_log import Message, MessageLog
+from tests.support.runtime_harness import RecordingSink
 from tests.support.ws_client import WsClient
 from toolprep import ModelRoute, ReplayProvider, Runtime, serve_stdio, serve_websocket
+from toolprep.runtime.kernel.session_host import HostClosed
 
 DEADLINE_S = 60.0
 TOKEN = "embedder-token"
@@ -125,3 +128,21 @@ def test_serve_websocket_serves_a_runtime_until_asked_to_stop(tmp_path: Path) ->
     assert url.startswith("ws://127.0.0.1:") and url.endswith("/acp"), url
     assert result["stopReason"] == "end_turn", result
     assert said
+
+
+@pytest.mark.parametrize(
+    ("token", "host", "said"),
+    [
+        ("", "127.0.0.1", "the token is empty"),
+        ("short-token", "0.0.0.0", "0.0.0.0 with the token of 11 characters"),
+    ],
+)
+def test_serve_websocket_refuses_a_token_that_cannot_guard_its_address(
+    token: str, host: str, said: str, tmp_path: Path
+) -> None:
+    runtime = _runtime()
+    with pytest.raises(ValueError, match=said):
+        serve_websocket(runtime, token=token, host=host)
+
+    with pytest.raises(HostClosed, match="the runtime is shut down"):
+        runtime.open_session(tmp_path, RecordingSink())
