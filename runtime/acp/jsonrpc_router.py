@@ -174,14 +174,14 @@ class JsonRpcRouter:
         raw_id = message.get("id")
         reply_id: RequestId = raw_id if has_id and valid_id(raw_id) else None
         if message.get("jsonrpc") != "2.0":
-            self._reject(reply_id, INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\"")
+            self._reject_malformed(reply_id, "Invalid Request: 'jsonrpc' must be \"2.0\"")
             return
         if "method" not in message:
-            self._reject(reply_id, INVALID_REQUEST, "Invalid Request: missing 'method'")
+            self._reject_malformed(reply_id, "Invalid Request: missing 'method'")
             return
         method = message["method"]
         if not isinstance(method, str):
-            self._reject(reply_id, INVALID_REQUEST, "Invalid Request: 'method' must be a string")
+            self._reject_malformed(reply_id, "Invalid Request: 'method' must be a string")
             return
         if has_id and not valid_id(raw_id):
             self._reject(
@@ -192,14 +192,26 @@ class JsonRpcRouter:
             return
         params = message.get("params")
         if params is not None and not isinstance(params, (dict, list)):
-            self._reject(
-                reply_id, INVALID_REQUEST, "Invalid Request: 'params' must be an object or an array"
+            self._reject_malformed(
+                reply_id, "Invalid Request: 'params' must be an object or an array"
             )
             return
         if has_id:
             self._request(method, params, reply_id)
         else:
             self._notification(method, params)
+
+    def _reject_malformed(self, reply_id: RequestId, message: str) -> None:
+        """Refuse a message that cannot become a request. Its own id is echoed unless a
+        request in progress holds it: then the refusal goes out with a null id (the id in
+        ``data``), or the peer would take it for that request's answer and the real one,
+        coming later, would be dropped as a second."""
+        with self._lock:
+            in_use = reply_id is not None and reply_id in self._awaiting_reply
+        if in_use:
+            self._reject(None, INVALID_REQUEST, message, {"id": reply_id})
+        else:
+            self._reject(reply_id, INVALID_REQUEST, message)
 
     def _notification(self, method: str, params: Any) -> None:
         if method == CANCEL_REQUEST:

@@ -178,6 +178,36 @@ def test_duplicate_in_flight_id_is_rejected(wire: WireFactory) -> None:
     assert "id 1 is already used" in reply["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        {"jsonrpc": "1.0", "id": 1, "method": "slow"},
+        {"jsonrpc": "2.0", "id": 1},
+        {"jsonrpc": "2.0", "id": 1, "method": 7},
+        {"jsonrpc": "2.0", "id": 1, "method": "slow", "params": "text"},
+    ],
+)
+def test_a_malformed_message_reusing_an_id_in_progress_does_not_answer_that_request(
+    wire: WireFactory, malformed: dict[str, Any]
+) -> None:
+    """The error goes out with a null id: with id 1 the peer would take it for the answer to
+    its request 1, and the real answer, coming later, would be dropped as a second one."""
+    w = wire()
+    pending: Future[Any] = Future()
+    w.conn.on_request("slow", lambda params, request_id: pending)
+    w.peer.send({"jsonrpc": "2.0", "id": 1, "method": "slow"})
+    w.peer.send(malformed)
+    rejected = w.peer.recv()
+    pending.set_result({"done": True})
+    answered = w.peer.recv()
+
+    check_error_shape(rejected)
+    assert rejected["id"] is None
+    assert rejected["error"]["code"] == INVALID_REQUEST
+    assert rejected["error"]["data"] == {"id": 1}
+    assert answered == {"jsonrpc": "2.0", "id": 1, "result": {"done": True}}
+
+
 def test_every_code_produced_is_a_schema_error_code() -> None:
     for code in (PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR):
         assert code in KNOWN_CODES
