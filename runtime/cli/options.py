@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 
 from toolprep.messages.modes import MODES
-from toolprep.runtime.config import DEFAULT_MODELS
 from toolprep.runtime.hosting.assembly import check_options
+from toolprep.runtime.hosting.model_routes import DEFAULT_MODELS
 from toolprep.runtime.hosting.options import RuntimeOptions
 from toolprep.runtime.kernel.compaction import DEFAULT_COMPACT_AT
 from toolprep.runtime.kernel.event_loops import EVENT_LOOPS
