@@ -81,7 +81,6 @@ from toolprep.messages.turns import (
     TurnResult,
     WriteFrames,
 )
-from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.kernel.compaction import (
     SUMMARY_INSTRUCTION,
     CompactionPolicy,
@@ -99,6 +98,7 @@ from toolprep.runtime.kernel.retry import RetryPolicy
 from toolprep.runtime.kernel.scheduler import Scheduler
 from toolprep.runtime.kernel.session_title import title_of
 from toolprep.runtime.providers.base import ModelRequest, StreamError, ToolDeclaration
+from toolprep.runtime.providers.routes import ModelRoute
 
 logger = logging.getLogger(__name__)
 

@@ -32,10 +32,10 @@ from toolprep.messages.turns import (
     SummariseHistory,
     SummaryFailed,
 )
-from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.kernel.event_loops import EventLoopChoice, new_stream_loop
 from toolprep.runtime.kernel.threads import prestarted_pool
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
+from toolprep.runtime.providers.routes import ModelRoute
 
 logger = logging.getLogger(__name__)
 

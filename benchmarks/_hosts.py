@@ -23,8 +23,8 @@ HOSTS = ("local", "workers", "ray")
 def bench_runtime(config: dict[str, Any]) -> Any:
     """A worker's or shard's runtime (``WorkerSpec`` factory): the ``local`` run's runtime."""
     from benchmarks._transports import bench_config, build_bench_provider
-    from toolprep.runtime.config import ModelRoute
     from toolprep.runtime.hosting.runtime import Runtime
+    from toolprep.runtime.providers.routes import ModelRoute
 
     transport = config["transport"]
     provider = build_bench_provider(

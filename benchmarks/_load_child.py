@@ -268,7 +268,7 @@ def _start_agent(stack: ExitStack, spec: ChildSpec) -> _Started:
     from benchmarks._transports import bench_config, build_bench_provider
 
     try:
-        from toolprep.runtime.config import ModelRoute
+        from toolprep.runtime.providers.routes import ModelRoute
     except ImportError:  # a baseline install from before ModelRoute left the stream reader
         from toolprep.actors.stream_reader import (  # type: ignore[attr-defined]
             ModelRoute,

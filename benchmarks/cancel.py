@@ -61,9 +61,9 @@ def _embedded_agent(provider_name: str, base_url: str) -> Iterator[tuple[int, in
     """The agent and its runtime in this process, on pipes; yields the client's ends."""
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
-    from toolprep.runtime.config import ModelRoute
     from toolprep.runtime.hosting.runtime import Runtime
     from toolprep.runtime.providers.factory import build_provider
+    from toolprep.runtime.providers.routes import ModelRoute
 
     provider = build_provider(provider_name, base_url=base_url, api_key="bench", max_retries=0)
     runtime = Runtime([ModelRoute(provider, "bench")], h.bench_registry())

@@ -279,9 +279,9 @@ def run(
 ) -> dict[str, Any]:
     from toolprep.runtime.acp.agent import AcpAgent
     from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
-    from toolprep.runtime.config import ModelRoute
     from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
     from toolprep.runtime.providers.factory import build_provider
+    from toolprep.runtime.providers.routes import ModelRoute
 
     snapshots = _Snapshots(trace)
     with h.loopback_server(rate) as server:

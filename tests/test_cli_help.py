@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from toolprep.runtime.cli.main import build_parser
-from toolprep.runtime.config import DEFAULT_MODELS
+from toolprep.runtime.hosting.model_routes import DEFAULT_MODELS
 
 COMMANDS: tuple[list[str], ...] = ([], ["acp"], ["serve"], ["demo"])
 

@@ -43,7 +43,6 @@ HOSTING = (
 KERNEL = (
     "actors",
     "runtime/kernel",
-    "runtime/config.py",
     "runtime/providers",
     "runtime/tools",
     "runtime/mcp",

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     )
     from toolprep.messages.turns import TurnResult, UserMessage
     from toolprep.runtime.acp.stdio_serving import serve_stdio
-    from toolprep.runtime.config import ModelRoute
     from toolprep.runtime.daemon.websocket_serving import serve_websocket
     from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
     from toolprep.runtime.kernel.session_host import (
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
     from toolprep.runtime.providers.base import Provider
     from toolprep.runtime.providers.factory import build_provider
     from toolprep.runtime.providers.replay import ReplayProvider
+    from toolprep.runtime.providers.routes import ModelRoute
 
 __version__ = "0.2.0"
 """This release of toolprep (``pyproject.toml``'s ``version``)."""
@@ -61,7 +61,7 @@ _HOMES: dict[str, str] = {
     "FunctionCallPart": "toolprep.messages.content",
     "FunctionResponse": "toolprep.messages.content",
     "FunctionResponsePart": "toolprep.messages.content",
-    "ModelRoute": "toolprep.runtime.config",
+    "ModelRoute": "toolprep.runtime.providers.routes",
     "Part": "toolprep.messages.content",
     "Provider": "toolprep.runtime.providers.base",
     "ReplayProvider": "toolprep.runtime.providers.replay",

@@ -44,7 +44,7 @@ RAY_NATIVE_VARIABLES = ("RAY_AUTH_TOKEN",)
 def _protect(args: argparse.Namespace) -> None:
     """``protect_process`` before anything is started: no other process of the user reads
     this one's memory, and its environment block and command line hold no secret."""
-    from toolprep.runtime.config import scrubbed_variable_names
+    from toolprep.runtime.hosting.tool_environment import scrubbed_variable_names
     from toolprep.runtime.process.secrets import protect_process
     from toolprep.runtime.tools.environment import url_password
 

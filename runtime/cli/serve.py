@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from toolprep.runtime.cli.hosting import Hosted, agent_meta, build_host, run_until_stopped
 from toolprep.runtime.cli.options import check_arguments, runtime_arguments, start_errors
-from toolprep.runtime.config import resolve_settings
 from toolprep.runtime.daemon.serve_options import (
     add_connection_arguments,
     check_connection_arguments,
 )
 from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
 from toolprep.runtime.hosting.assembly import configure_logging
+from toolprep.runtime.hosting.model_routes import resolve_provider_config
 from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.process.secrets import hold_secret
 from toolprep.runtime.process.stop_signals import StopSignals
@@ -319,7 +319,7 @@ def _runs_with(args: argparse.Namespace, token: str) -> RunsWith:
     ask for (``runs_with``); the key only as a check keyed with the daemon's token."""
     from toolprep.runtime.daemon.runs_with import RunsWith
 
-    settings = resolve_settings(
+    settings = resolve_provider_config(
         provider=args.provider, model=args.model, base_url=args.base_url, env=os.environ
     )
     return RunsWith.of(settings, token)

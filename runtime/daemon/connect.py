@@ -243,11 +243,11 @@ def _asked(serve_options: list[str], environ: Mapping[str, str]) -> Asked | str:
     """What the options after ``--`` and the environment ask for; or, if the options are
     not ``serve``'s, the line saying so."""
     from toolprep.runtime.cli.serve import serve_option_parser
-    from toolprep.runtime.config import default_provider, resolve_settings
+    from toolprep.runtime.hosting.model_routes import default_provider, resolve_provider_config
 
     try:
         options, _ = serve_option_parser().parse_known_args(serve_options)
-        settings = resolve_settings(
+        settings = resolve_provider_config(
             provider=options.provider,
             model=options.model,
             base_url=options.base_url,

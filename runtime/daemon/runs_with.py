@@ -22,7 +22,7 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
-from toolprep.runtime.config import KEY_VARIABLES, ProviderSettings
+from toolprep.runtime.hosting.model_routes import KEY_VARIABLES, ProviderConfig
 
 __all__ = ["Asked", "RunsWith", "differences", "key_check"]
 
@@ -43,7 +43,7 @@ class RunsWith:
     key_check: str | None
 
     @classmethod
-    def of(cls, settings: ProviderSettings, token: str) -> RunsWith:
+    def of(cls, settings: ProviderConfig, token: str) -> RunsWith:
         check = key_check(settings.api_key, token) if settings.api_key else None
         return cls(settings.provider, settings.model, settings.base_url, check)
 
@@ -76,7 +76,7 @@ class Asked:
     names no provider asks for nothing, whatever a daemon it joins runs with.
     """
 
-    settings: ProviderSettings
+    settings: ProviderConfig
     provider_named: bool
     """``--provider``, or a provider key in the environment (which picks the default)."""
     model_named: bool
@@ -105,6 +105,6 @@ def differences(daemon: RunsWith, asked: Asked, token: str) -> list[str]:
     return found
 
 
-def _key_for(provider: str, wanted: ProviderSettings) -> str | None:
+def _key_for(provider: str, wanted: ProviderConfig) -> str | None:
     """The key this connect's environment holds for ``provider``, if it asked for that one."""
     return wanted.api_key if wanted.provider == provider else None

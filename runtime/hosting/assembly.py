@@ -18,13 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolprep.messages.modes import DEFAULT_MODE, SessionMode, check_mode
-from toolprep.runtime.config import (
-    ProviderSettings,
-    passed_variable_names,
-    resolve_settings,
-    scrubbed_variable_names,
-)
+from toolprep.runtime.hosting.model_routes import ProviderConfig, resolve_provider_config
 from toolprep.runtime.hosting.options import RuntimeOptions
+from toolprep.runtime.hosting.tool_environment import passed_variable_names, scrubbed_variable_names
 from toolprep.runtime.kernel.compaction import check_compact_at
 from toolprep.runtime.kernel.event_loops import check_event_loop
 
@@ -109,7 +105,7 @@ def runtime_from_options(options: RuntimeOptions) -> Runtime:
     follows the process the user started, and the front may delete what
     its own workers served.
     """
-    from toolprep.runtime.config import build_routes
+    from toolprep.runtime.hosting.model_routes import build_routes
     from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
     from toolprep.runtime.kernel.compaction import CompactionPolicy
     from toolprep.runtime.kernel.retry import RetryPolicy
@@ -254,7 +250,7 @@ def sandbox_from_options(options: RuntimeOptions) -> Sandbox | None:
     )
 
 
-def environment_policy(options: RuntimeOptions, settings: ProviderSettings) -> EnvironmentPolicy:
+def environment_policy(options: RuntimeOptions, settings: ProviderConfig) -> EnvironmentPolicy:
     """What tools and MCP servers inherit of this process's environment (``--scrub-env``,
     ``--pass-env``); raises ``ValueError`` for a variable that may not be passed."""
     from toolprep.runtime.tools.environment import EnvironmentPolicy
@@ -267,8 +263,8 @@ def environment_policy(options: RuntimeOptions, settings: ProviderSettings) -> E
     )
 
 
-def _settings(options: RuntimeOptions) -> ProviderSettings:
-    return resolve_settings(
+def _settings(options: RuntimeOptions) -> ProviderConfig:
+    return resolve_provider_config(
         provider=options.provider,
         model=options.model,
         fallback_models=options.fallback_model,

@@ -56,7 +56,6 @@ from toolprep.messages.turns import (
     UserMessage,
     WriteFrames,
 )
-from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.hosting.local_requests import ClientRequests
 from toolprep.runtime.kernel.compaction import CompactionPolicy
 from toolprep.runtime.kernel.event_loops import EventLoopChoice, check_event_loop
@@ -76,6 +75,7 @@ from toolprep.runtime.kernel.session_host import (
 )
 from toolprep.runtime.mcp import McpConfig, McpServerSpec
 from toolprep.runtime.mcp.hub import McpHub
+from toolprep.runtime.providers.routes import ModelRoute
 from toolprep.runtime.store import SessionStore, StoredSession, StoreError
 from toolprep.runtime.store.journal import StoreJournal
 from toolprep.runtime.store.numbering import NumberingJournal

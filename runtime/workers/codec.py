@@ -1,8 +1,9 @@
 """The session-host values that cross the worker pipes, as JSON-able values: the
 requests a session sends its caller, the caller's answers, a session's settings, the
 MCP servers a session is opened with (in their ACP shape), and the options a worker
-builds its runtime from (on its command line). Messages themselves
-(parts, prompts, turn results) are ``toolprep.messages.codec``'s.
+builds its runtime from (on its command line: every ``RuntimeOptions`` field, read from
+its declaration in ``hosting.options``, so a new option crosses without a change here).
+Messages themselves (parts, prompts, turn results) are ``toolprep.messages.codec``'s.
 
 Each ``dump_*`` has a ``load_*`` that rebuilds the same frozen value, or raises
 ``CodecError`` naming what it was given.
@@ -10,14 +11,12 @@ Each ``dump_*`` has a ``load_*`` that rebuilds the same frozen value, or raises
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from types import NoneType
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never, get_args, get_origin
 
 from toolprep.messages.codec import CodecError
 from toolprep.messages.modes import check_mode
-from toolprep.runtime.hosting.options import RuntimeOptions
+from toolprep.runtime.hosting.options import RuntimeField, RuntimeOptions, runtime_fields
 from toolprep.runtime.kernel.session_host import (
     ClientRequest,
     EditorAnswer,
@@ -29,9 +28,7 @@ from toolprep.runtime.kernel.session_host import (
     SessionConfig,
     WriteTextFile,
 )
-from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.mcp.specs import McpServerSpec, parse_servers, to_acp
-from toolprep.runtime.store.connection import SYNCHRONOUS_LEVELS
 
 __all__ = [
     "dump_answer",
@@ -129,63 +126,65 @@ def _optional_int(value: Any) -> int | None:
     raise CodecError(f"expected a whole number or null, not {value!r}")
 
 
-_OPTION_KINDS: dict[str, tuple[type, ...]] = {
-    "provider": (str, NoneType),
-    "model": (str, NoneType),
-    "fallback_model": (list,),
-    "base_url": (str, NoneType),
-    "max_retries": (int,),
-    "max_retry_wait": (int, float),
-    "max_sse_event_bytes": (int,),
-    "context_window": (int, NoneType),
-    "compact_at": (int, float),
-    "replay": (str, NoneType),
-    "allow_shell": (bool,),
-    "mode": (str, NoneType),
-    "scrub_env": (list,),
-    "pass_env": (list,),
-    "mcp_call_timeout": (int, float, NoneType),
-    "max_mcp_tools": (int, NoneType),
-    "trust_mcp_server": (list,),
-    "sandbox": (str,),
-    "sandbox_network": (bool,),
-    "sandbox_limit": (list,),
-    "log_level": (str,),
-    "data_dir": (str, NoneType),
-    "synchronous": (str,),
-    "event_loop": (str,),
-    "store_owner": (str, NoneType),
-    "mcp_policy": (dict,),
-}
-"""The JSON kind of each ``RuntimeOptions`` field."""
-
-_NAME_LISTS = ("fallback_model", "scrub_env", "pass_env", "trust_mcp_server", "sandbox_limit")
-
-
 def dump_options(options: RuntimeOptions) -> dict[str, Any]:
-    dumped = {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
-    for name in _NAME_LISTS:
-        dumped[name] = list(dumped[name])
-    dumped["mcp_policy"] = options.mcp_policy.to_options()
-    return dumped
+    """Every field of ``options`` (``runtime_fields``), as JSON: a list for a tuple, a
+    value's own options form for a value (``McpPolicy.to_options``)."""
+    return {
+        declared.name: _dump_option(declared, getattr(options, declared.name))
+        for declared in runtime_fields()
+    }
 
 
 def load_options(raw: Any) -> RuntimeOptions:
-    if not isinstance(raw, dict) or raw.keys() != _OPTION_KINDS.keys():
+    """The options ``dump_options`` wrote, each checked against its declared type."""
+    declared_fields = runtime_fields()
+    if not isinstance(raw, dict) or raw.keys() != {declared.name for declared in declared_fields}:
         raise CodecError(f"not runtime options: {raw!r}")
-    for name, kinds in _OPTION_KINDS.items():
-        value = raw[name]
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+    return RuntimeOptions(
+        **{
+            declared.name: _load_option(declared, raw[declared.name])
+            for declared in declared_fields
+        }
+    )
+
+
+def _dump_option(declared: RuntimeField, value: Any) -> Any:
+    if value is None or declared.kind in _SCALARS or get_origin(declared.kind) is Literal:
+        return value
+    if declared.is_list:
+        return list(value)
+    return value.to_options()  # a value with an options form (McpPolicy)
+
+
+_SCALARS: tuple[type, ...] = (bool, int, float, str)
+
+
+def _load_option(declared: RuntimeField, value: Any) -> Any:
+    name, kind = declared.name, declared.kind
+    if value is None and declared.optional:
+        return None
+    if declared.is_list:
+        if not isinstance(value, list):
             raise CodecError(f"runtime option {name} cannot be {value!r}")
-    lists = {name: tuple(raw[name]) for name in _NAME_LISTS}
-    if not all(isinstance(item, str) for names in lists.values() for item in names):
-        raise CodecError(
-            f"runtime options name variables, models and MCP servers as text: {lists!r}"
-        )
-    if raw["synchronous"] not in SYNCHRONOUS_LEVELS:
-        raise CodecError(f"runtime option synchronous cannot be {raw['synchronous']!r}")
+        if not all(isinstance(item, str) for item in value):
+            raise CodecError(f"runtime option {name} names its items as text, not {value!r}")
+        return tuple(value)
+    if kind in _SCALARS or get_origin(kind) is Literal:
+        if not _is_scalar(kind, value):
+            raise CodecError(f"runtime option {name} cannot be {value!r}")
+        return value
     try:
-        policy = McpPolicy.from_options(raw["mcp_policy"])
+        return kind.from_options(value)  # a value with an options form (McpPolicy)
     except ValueError as exc:
-        raise CodecError(str(exc)) from None
-    return RuntimeOptions(**{**raw, **lists, "mcp_policy": policy})
+        raise CodecError(f"runtime option {name}: {exc}") from None
+
+
+def _is_scalar(kind: Any, value: Any) -> bool:
+    """Whether ``value`` is JSON of ``kind``: a bool only for a bool, any number for a float."""
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, int | float)
+    if get_origin(kind) is Literal:
+        return value in get_args(kind)
+    return isinstance(value, kind)

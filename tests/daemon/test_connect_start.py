@@ -24,8 +24,8 @@ from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import alive, ancestors, kill_process_tree
 from tests.support.runtime_harness import message_text, provider_base_url
 from tests.support.stdio_editor import StdioEditor, connect_command
-from toolprep.runtime.config import DEFAULT_MODELS
 from toolprep.runtime.daemon.discovery import read_daemon_file
+from toolprep.runtime.hosting.model_routes import DEFAULT_MODELS
 
 SETTINGS_DIFFER = "runs with other provider settings than this connect asks for"
 

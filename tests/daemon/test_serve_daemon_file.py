@@ -21,13 +21,13 @@ from tests.support.daemon_process import DaemonProcess
 from tests.support.fake_provider import FakeProviderServer
 from tests.support.raw_upgrade import upgrade
 from tests.support.runtime_harness import message_text, provider_base_url
-from toolprep.runtime.config import DEFAULT_MODELS
 from toolprep.runtime.daemon.discovery import (
     DaemonAddress,
     DaemonFileError,
     read_daemon_file,
 )
 from toolprep.runtime.daemon.runs_with import RunsWith, key_check
+from toolprep.runtime.hosting.model_routes import DEFAULT_MODELS
 
 
 def _mode(path: Path) -> int:

@@ -34,12 +34,12 @@ from tests.support.runtime_harness import (
     tool_frames,
 )
 from toolprep.messages.content import Content, TextPart
-from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
 from toolprep.runtime.kernel.retry import RetryPolicy
 from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
 from toolprep.runtime.providers.base import ModelRequest
 from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
+from toolprep.runtime.providers.routes import ModelRoute
 from toolprep.runtime.tools.registry import default_registry
 
 GREET_PY = (

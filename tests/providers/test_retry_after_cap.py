@@ -16,7 +16,7 @@ from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
 from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from tests.support.runtime_harness import check_cards, harness
-from toolprep.runtime.config import build_routes, resolve_settings
+from toolprep.runtime.hosting.model_routes import build_routes, resolve_provider_config
 from toolprep.runtime.kernel.retry import DEFAULT_MAX_RETRY_WAIT, RetryPolicy, RetryWait
 from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
 from toolprep.runtime.providers.deferred import DeferredProvider
@@ -88,7 +88,7 @@ def test_http_date_an_hour_ahead_is_capped_at_the_default() -> None:
 @pytest.mark.parametrize("bad", [-1.0, float("nan")])
 def test_max_retry_wait_must_be_a_non_negative_number(bad: float) -> None:
     with pytest.raises(ValueError, match="--max-retry-wait must be >= 0"):
-        resolve_settings(provider="replay", model=None, max_retry_wait=bad)
+        resolve_provider_config(provider="replay", model=None, max_retry_wait=bad)
 
 
 # --- through the real runtime ------------------------------------------------------------
@@ -141,7 +141,7 @@ async def test_cli_cap_shortens_the_wait_and_the_editor_sees_it(kind: str, tmp_p
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_sdk_clients_of_the_agent_never_retry_on_their_own(kind: str) -> None:
-    settings = resolve_settings(
+    settings = resolve_provider_config(
         provider=kind, model=None, base_url="http://127.0.0.1:9", max_retries=3
     )
     (route,) = build_routes(settings)

@@ -85,7 +85,7 @@ def test_without_uvloop_auto_runs_asyncio_and_uvloop_is_refused_by_name() -> Non
         print(type(loop).__module__)
         loop.close()
         import threading
-        from toolprep.runtime.config import ModelRoute
+        from toolprep.runtime.providers.routes import ModelRoute
         from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
         from toolprep.runtime.providers.factory import build_provider
 

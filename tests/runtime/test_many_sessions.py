@@ -13,9 +13,9 @@ import pytest
 
 from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
 from toolprep.messages.content import TextPart
-from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import build_provider
+from toolprep.runtime.providers.routes import ModelRoute
 from toolprep.testing.bench_tool import bench_registry
 from toolprep.testing.loopback import loopback_server
 

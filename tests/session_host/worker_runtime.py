@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support.runtime_harness import TRUSTING_ECHO, RecordingTool
-from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
 from toolprep.runtime.kernel.retry import RetryPolicy
 from toolprep.runtime.providers.factory import build_provider
+from toolprep.runtime.providers.routes import ModelRoute
 from toolprep.runtime.store import SessionStore
 from toolprep.runtime.tools.registry import default_registry
 

@@ -22,12 +22,12 @@ from tests.support.acp_schema import validate_update
 from tests.support.fake_provider import FakeProviderServer
 from toolprep.messages.content import TextPart
 from toolprep.messages.turns import TurnResult
-from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
 from toolprep.runtime.kernel.event_loops import EventLoopChoice
 from toolprep.runtime.kernel.retry import RetryPolicy
 from toolprep.runtime.mcp.config import McpConfig
 from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
+from toolprep.runtime.providers.routes import ModelRoute
 from toolprep.runtime.store import SessionStore
 from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry

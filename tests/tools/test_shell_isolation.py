@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.support.processes import alive, gone_within
-from toolprep.runtime.config import resolve_settings, scrubbed_variable_names
+from toolprep.runtime.hosting.model_routes import resolve_provider_config
+from toolprep.runtime.hosting.tool_environment import scrubbed_variable_names
 from toolprep.runtime.tools.base import ToolContext, ToolError
 from toolprep.runtime.tools.config import ToolConfig
 from toolprep.runtime.tools.environment import (
@@ -108,10 +109,10 @@ def test_user_names_come_from_the_option_and_the_variable() -> None:
 
 def test_configured_key_is_read_for_the_chosen_provider() -> None:
     env = {"ANTHROPIC_API_KEY": "a-key", "OPENAI_API_KEY": "o-key"}
-    assert resolve_settings(provider=None, model=None, env=env).api_key == "a-key"
-    assert resolve_settings(provider="openai", model=None, env=env).api_key == "o-key"
-    assert resolve_settings(provider="replay", model=None, env=env).api_key is None
-    assert "a-key" not in repr(resolve_settings(provider=None, model=None, env=env))
+    assert resolve_provider_config(provider=None, model=None, env=env).api_key == "a-key"
+    assert resolve_provider_config(provider="openai", model=None, env=env).api_key == "o-key"
+    assert resolve_provider_config(provider="replay", model=None, env=env).api_key is None
+    assert "a-key" not in repr(resolve_provider_config(provider=None, model=None, env=env))
 
 
 # --- titles ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Turning command-line options and environment into model routes.
+"""Turning the provider options and the environment into model routes.
 
 The provider defaults to whichever key the environment holds (Anthropic,
 then OpenAI), and to the embedded replay provider when neither is set, so
@@ -18,13 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from toolprep.runtime.kernel.retry import DEFAULT_MAX_RETRY_WAIT
-from toolprep.runtime.providers.context_windows import context_window
+from toolprep.runtime.providers.routes import ModelRoute
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES
-from toolprep.runtime.tools.environment import (
-    PASS_ENV_VARIABLE,
-    SCRUB_ENV_VARIABLE,
-    parse_variable_names,
-)
 
 if TYPE_CHECKING:
     from toolprep.runtime.providers.base import Provider
@@ -32,14 +27,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MODELS",
     "KEY_VARIABLES",
-    "ModelRoute",
+    "ProviderConfig",
     "ProviderName",
-    "ProviderSettings",
     "build_routes",
     "default_provider",
-    "passed_variable_names",
-    "resolve_settings",
-    "scrubbed_variable_names",
+    "resolve_provider_config",
 ]
 
 ProviderName = Literal["anthropic", "openai", "replay"]
@@ -58,24 +50,10 @@ DEFAULT_MODELS: dict[str, str] = {
 
 
 @dataclass(frozen=True, slots=True)
-class ModelRoute:
-    """One step of the model fallback chain: which provider, which model, and how many
-    tokens its context holds (None: looked up by name, ``context_windows``).
+class ProviderConfig:
+    """The provider the routes are built from: the provider options resolved against the
+    environment (the default provider, the default model, the key), and checked."""
 
-    A plain value, kept out of the actors so that an embedder builds routes without
-    importing any of them."""
-
-    provider: Provider
-    model: str
-    context_window: int | None = None
-
-    @property
-    def window(self) -> int:
-        return self.context_window or context_window(self.model)
-
-
-@dataclass(frozen=True, slots=True)
-class ProviderSettings:
     provider: ProviderName
     model: str
     fallback_models: tuple[str, ...] = ()
@@ -98,7 +76,7 @@ def default_provider(env: Mapping[str, str] | None = None) -> ProviderName:
     return "replay"
 
 
-def resolve_settings(
+def resolve_provider_config(
     *,
     provider: str | None,
     model: str | None,
@@ -110,7 +88,7 @@ def resolve_settings(
     max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
     context_window: int | None = None,
     env: Mapping[str, str] | None = None,
-) -> ProviderSettings:
+) -> ProviderConfig:
     name: ProviderName
     if provider is None:
         name = default_provider(env)
@@ -128,7 +106,7 @@ def resolve_settings(
         raise ValueError(f"--context-window must be > 0 tokens, got {context_window}")
     env = os.environ if env is None else env
     key_variable = KEY_VARIABLES.get(name)
-    return ProviderSettings(
+    return ProviderConfig(
         provider=name,
         model=model or DEFAULT_MODELS[name],
         fallback_models=tuple(fallback_models),
@@ -142,38 +120,7 @@ def resolve_settings(
     )
 
 
-def scrubbed_variable_names(
-    cli_names: Sequence[str] = (), env: Mapping[str, str] | None = None
-) -> frozenset[str]:
-    """The variables the user asked to keep from tools: ``--scrub-env`` plus the env list.
-
-    The lists themselves are included: they are the agent's configuration, and
-    would tell a command the names it was not meant to see.
-    """
-    return _listed_names(cli_names, "--scrub-env", SCRUB_ENV_VARIABLE, env) | {
-        SCRUB_ENV_VARIABLE,
-        PASS_ENV_VARIABLE,
-    }
-
-
-def passed_variable_names(
-    cli_names: Sequence[str] = (), env: Mapping[str, str] | None = None
-) -> frozenset[str]:
-    """The variables the user hands to tools on purpose: ``--pass-env`` plus the env list."""
-    return _listed_names(cli_names, "--pass-env", PASS_ENV_VARIABLE, env)
-
-
-def _listed_names(
-    cli_names: Sequence[str], option: str, variable: str, env: Mapping[str, str] | None
-) -> frozenset[str]:
-    env = os.environ if env is None else env
-    listed = [item for item in env.get(variable, "").split(",") if item.strip()]
-    return parse_variable_names(cli_names, source=option) | parse_variable_names(
-        listed, source=variable
-    )
-
-
-def build_routes(settings: ProviderSettings) -> list[ModelRoute]:
+def build_routes(settings: ProviderConfig) -> list[ModelRoute]:
     """One route per model in the fallback chain, all on the chosen provider.
 
     The replay provider imports no SDK; an SDK provider is a ``DeferredProvider``,
