@@ -17,32 +17,34 @@ Closing a session returns at once; the roles wind it down after (cancel its
 turn, write its last frames, forget it, detach its sink). Opening the same id
 again, as a reload does, first waits for that to finish, so nothing of the
 closed session reaches the new one and its clean-up cannot undo the new one.
+
+Its parts each have a module beside this one: the roles and their arguments
+(``role_table``), the open sessions and unfinished closes (``open_sessions``),
+what is read from the store (``stored_sessions``), the tool processes turns
+leave behind (``turn_processes``) and the editor requests (``local_requests``).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from toolprep.actors.acp_emitter import AcpEmitter, EmitterState, SessionSink
-from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, RoleActor
+from toolprep.actors.acp_emitter import EmitterState, SessionSink
+from toolprep.actors.base import EMITTER, SUPERVISOR, TRACKER
 from toolprep.actors.directory import RoleDirectory
-from toolprep.actors.preparation_tracker import PreparationTracker, TrackerState
-from toolprep.actors.session_supervisor import SessionSupervisor, SupervisorState, TurnConfig
-from toolprep.actors.stream_reader import ReaderState, StreamReader
-from toolprep.actors.tool_executor import ExecutorState, ToolExecutor
-from toolprep.messages.content import Content, FunctionCallPart, FunctionResponsePart, Part
+from toolprep.actors.preparation_tracker import TrackerState
+from toolprep.actors.session_supervisor import SupervisorState
+from toolprep.actors.stream_reader import ReaderState
+from toolprep.actors.tool_executor import ExecutorState
+from toolprep.messages.content import Content, Part
 from toolprep.messages.frames import agent_message_chunk, config_option_update
-from toolprep.messages.modes import DEFAULT_MODE, SessionMode, check_mode, current_mode_update
+from toolprep.messages.modes import DEFAULT_MODE, SessionMode, current_mode_update
 from toolprep.messages.turns import (
     AttachSink,
     CancelTurn,
@@ -57,6 +59,10 @@ from toolprep.messages.turns import (
     WriteFrames,
 )
 from toolprep.runtime.hosting.local_requests import ClientRequests
+from toolprep.runtime.hosting.open_sessions import OpenSessions, wait_until_closed
+from toolprep.runtime.hosting.role_table import RoleSpecs, role_specs, start_roles
+from toolprep.runtime.hosting.stored_sessions import JOURNAL_WAIT_S, StoredSessions, route_of
+from toolprep.runtime.hosting.turn_processes import TurnProcesses
 from toolprep.runtime.kernel.compaction import CompactionPolicy
 from toolprep.runtime.kernel.event_loops import EventLoopChoice, check_event_loop
 from toolprep.runtime.kernel.retry import RetryPolicy
@@ -66,7 +72,6 @@ from toolprep.runtime.kernel.session_host import (
     EditorAnswer,
     EditorCapabilities,
     FrameSink,
-    HostClosed,
     SessionConfig,
     SessionInfo,
     UnknownModel,
@@ -84,12 +89,6 @@ from toolprep.runtime.tools.process_groups import ProcessGroups
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry
 
 logger = logging.getLogger(__name__)
-
-JOURNAL_WAIT_S = 5.0
-"""How long reading the store, releasing a session or shutting down waits for the journal."""
-
-CLOSE_WAIT_S = 5.0
-"""How long opening a session id again waits for the roles to finish its earlier close."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +141,9 @@ class Runtime:
         self.mcp = McpHub(mcp)
         self.routes = tuple(routes)
         self.scheduler = Scheduler()
-        self.directory = self._make_directory()
+        self.directory = RoleDirectory(
+            max_restarts=self.config.max_restarts, within_seconds=self.config.restart_window
+        )
         self.tracker_state = TrackerState()
         self.journal = StoreJournal(store) if store else None
         # Without a store the frames are numbered all the same: a client's afterSeq then
@@ -151,77 +152,17 @@ class Runtime:
         self.executor_state = ExecutorState()
         self.reader_state = ReaderState(event_loop=self.config.event_loop)
         self.supervisor_state = SupervisorState()
-        # Each open session and the route its turns start with (its chosen model).
-        self._sessions: dict[str, int] = {}
         self._models = tuple(dict.fromkeys(route.model for route in self.routes))
-        self._cwds: dict[str, str] = {}  # each open session's directory
-        self._noticed: set[str] = set()  # sessions shown config.session_notice
-        self._modes: dict[str, SessionMode] = {}  # each open session's mode
-        self._client_fs: dict[str, ClientFilesystem] = {}
+        self._sessions = OpenSessions(self.config.default_mode)
+        self._stored = StoredSessions(store, self.journal, self.routes, self.config.default_mode)
+        self._processes = TurnProcesses(self.registry, self.mcp)
         self._requests = ClientRequests()
-        self._outstanding: Counter[str] = Counter()
-        self._closing: dict[str, Future[None]] = {}  # closes the roles have not finished
-        self._lock = threading.Lock()
-        self._closed = False
-        self._start_roles()
+        start_roles(self.directory, self.role_specs())
 
-    def _make_directory(self) -> RoleDirectory:
-        return RoleDirectory(
-            max_restarts=self.config.max_restarts, within_seconds=self.config.restart_window
-        )
-
-    def _kind_of(self, tool_name: str) -> str:
-        tool = self.registry.get(tool_name)
-        return tool.kind if tool is not None else "other"
-
-    def role_specs(self) -> dict[str, tuple[type[RoleActor], tuple[Any, ...], dict[str, Any]]]:
-        """Each role's actor class and constructor arguments (after the directory).
-
-        One table serves both the actor runtime and anything that runs the same
-        handlers another way (the no-actor benchmark baseline), so the two
-        cannot drift apart.
-        """
-        cfg = self.config
-        turn_config = TurnConfig(
-            system_prompt=cfg.system_prompt,
-            max_tokens=cfg.max_tokens,
-            max_requests_per_turn=cfg.max_requests_per_turn,
-            retry=cfg.retry,
-            compaction=cfg.compaction,
-        )
-        executor_options = {
-            "workers": cfg.tool_workers,
-            "timeout": cfg.tool_timeout,
-            "client_fs_for": self._client_fs.get,
-            "session_tool": self.mcp.tool,
-            "mode_of": self.mode_of,
-        }
-        return {
-            EMITTER: (AcpEmitter, (self.emitter_state,), {}),
-            EXECUTOR: (
-                ToolExecutor,
-                (self.executor_state, self.registry, self.scheduler),
-                executor_options,
-            ),
-            TRACKER: (PreparationTracker, (self.tracker_state, self._kind_of), {}),
-            READER: (StreamReader, (self.reader_state, self.routes), {}),
-            SUPERVISOR: (
-                SessionSupervisor,
-                (
-                    self.supervisor_state,
-                    self.routes,
-                    self.registry.declarations(),
-                    self.scheduler,
-                    turn_config,
-                ),
-                {},
-            ),
-        }
-
-    def _start_roles(self) -> None:
-        d = self.directory
-        for role, (cls, args, options) in self.role_specs().items():
-            d.register(role, functools.partial(cls.start, d, *args, **options))
+    def role_specs(self) -> RoleSpecs:
+        """Each role's actor class and constructor arguments (after the directory);
+        see ``role_table``."""
+        return role_specs(self, self._sessions.client_fs_for)
 
     # --- the host API ------------------------------------------------------------
 
@@ -245,7 +186,7 @@ class Runtime:
             self.store.recovery.require_writable()  # a session that could not be kept is refused
         session_id = session_id or f"sess_{uuid.uuid4().hex}"
         resolved = str(Path(cwd).resolve())
-        self._await_close(session_id)
+        self._sessions.await_close(session_id)
         self._open(session_id, resolved, sink, editor, (), mcp_servers, create_in_store=True)
         return session_id
 
@@ -267,23 +208,13 @@ class Runtime:
         if self.store is None:
             raise UnknownSession(session_id)
         self.mcp.check(mcp_servers)
-        with self._lock:
-            if session_id in self._sessions:
-                raise ValueError(f"a session with this id is already open: {session_id}")
+        if self._sessions.has(session_id):
+            raise ValueError(f"a session with this id is already open: {session_id}")
         # Its last life in this process must be over before the store is read: its final
         # frames and history go to the journal on the way out.
-        self._await_close(session_id)
-        # First: a card's queued terminal update must land before close_open_cards discards it.
-        self._wait_for_journal(f"restoring {session_id}")
-        self.store.claims.claim(session_id)  # refused while another live process serves it
-        self.store.cards.close_open_cards(session_id)  # what a crash of its last process left open
-        stored = self.store.sessions.load(session_id, frames=with_frames)
-        route = self._route_of(stored.info.model)
-        mode = self._stored_mode(session_id)
-        # Every id a card of it showed, and every call id in its history (a card's frames may
-        # be lost with a crash): a provider that numbers its ids the same way each process
-        # (the replay does) must not open a card the editor would take for an old one.
-        shown = self.store.frame_log.shown_call_ids(session_id) | _history_call_ids(stored.history)
+        self._sessions.await_close(session_id)
+        found = self._stored.read_for_restore(self.store, session_id, with_frames)
+        stored = found.stored
         self._open(
             session_id,
             stored.info.cwd,
@@ -291,9 +222,9 @@ class Runtime:
             editor,
             stored.history,
             mcp_servers,
-            route,
-            mode,
-            shown_call_ids=shown,
+            found.route,
+            found.mode,
+            shown_call_ids=found.shown_call_ids,
         )
         return stored
 
@@ -318,25 +249,20 @@ class Runtime:
         """
         if self.has_session(session_id):
             if replay and self.store is not None:
-                self._wait_for_journal(f"replaying {session_id}")
-                for frame in self.store.frame_log.encoded_frames(session_id, after_seq):
-                    sink.send_encoded_update(session_id, frame)
+                self._stored.wait_for_journal(f"replaying {session_id}")
+                self._stored.replay(session_id, sink, after_seq)
             return
         self.restore_session(
             session_id, sink, editor=editor, mcp_servers=mcp_servers, with_frames=False
         )
-        if replay and self.store is not None:
+        if replay:
             # No turn can start before this returns, so nothing overtakes them.
-            for frame in self.store.frame_log.encoded_frames(session_id, after_seq):
-                sink.send_encoded_update(session_id, frame)
+            self._stored.replay(session_id, sink, after_seq)
 
     def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None
     ) -> tuple[list[SessionInfo], str | None]:
-        if self.store is None:
-            return [], None
-        self._wait_for_journal("listing sessions")
-        return self.store.sessions.list_sessions(cwd, cursor)
+        return self._stored.list_sessions(cwd, cursor)
 
     def flush_journal(self, timeout: float = JOURNAL_WAIT_S) -> bool:
         """Wait until the frames and histories recorded so far are in the store.
@@ -345,15 +271,7 @@ class Runtime:
         passed first. A running turn's frames since its last finished card
         are held until that card or the turn ends, so they are not waited for.
         """
-        return self.journal is None or self.journal.flush(timeout)
-
-    def _wait_for_journal(self, doing: str) -> None:
-        if not self.flush_journal():
-            logger.warning(
-                "%s before the journal's last writes: the store did not take them within %.0f s",
-                doing,
-                JOURNAL_WAIT_S,
-            )
+        return self._stored.flush_journal(timeout)
 
     def delete_session(self, session_id: str) -> None:
         if self.has_session(session_id):
@@ -382,16 +300,7 @@ class Runtime:
             sink, client_fs = self._requests.bridge(session_id, sink, editor)
         elif editor.any:
             raise ValueError("editor file access needs a FrameSink to send its requests to")
-        with self._lock:
-            if self._closed:
-                raise HostClosed("the runtime is shut down")
-            if session_id in self._sessions:
-                raise ValueError(f"a session with this id is already open: {session_id}")
-            self._sessions[session_id] = route
-            self._cwds[session_id] = cwd
-            self._modes[session_id] = mode
-            if client_fs is not None:
-                self._client_fs[session_id] = client_fs
+        self._sessions.add(session_id, route, cwd, mode, client_fs)
         try:
             if create_in_store and self.store is not None:
                 self.store.sessions.create(session_id, cwd, self.routes[0].model)
@@ -403,11 +312,7 @@ class Runtime:
             # Started before the session can take a prompt, so its first turn has the tools.
             own_tools = self.mcp.open(session_id, cwd, mcp_servers)
         except BaseException:
-            with self._lock:
-                self._sessions.pop(session_id, None)
-                self._cwds.pop(session_id, None)
-                self._modes.pop(session_id, None)
-                self._client_fs.pop(session_id, None)
+            self._sessions.discard(session_id)
             self.mcp.close(session_id)
             raise
         self.directory.tell(EMITTER, AttachSink(session_id, sink))
@@ -418,50 +323,19 @@ class Runtime:
             OpenSession(session_id, cwd, history, own_tools.declarations(), route),
         )
 
-    def _route_of(self, model: str | None) -> int:
-        """The first route serving ``model``; a model no longer configured gets the default."""
-        for index, route in enumerate(self.routes):
-            if route.model == model:
-                return index
-        if model is not None:
-            logger.warning("stored model %r is not configured; using %s", model, self._models[0])
-        return 0
-
-    def _stored_mode(self, session_id: str) -> SessionMode:
-        """The mode the store kept for the session; the default if it kept none it knows."""
-        assert self.store is not None
-        stored = self.store.sessions.mode_of(session_id)
-        if stored is None:
-            return self.config.default_mode
-        try:
-            return check_mode(stored)
-        except ValueError as exc:
-            default = self.config.default_mode
-            logger.warning("stored mode of %s is unknown (%s); using %s", session_id, exc, default)
-            return self.config.default_mode
-
     def mode_of(self, session_id: str) -> SessionMode:
         """The session's mode now (the default for a session no longer open)."""
-        with self._lock:
-            return self._modes.get(session_id, self.config.default_mode)
+        return self._sessions.mode_of(session_id)
 
     def session_config(self, session_id: str) -> SessionConfig:
-        with self._lock:
-            route = self._sessions.get(session_id)
-            mode = self._modes.get(session_id, self.config.default_mode)
-        if route is None:
-            raise UnknownSession(session_id)
+        route, mode = self._sessions.settings(session_id)
         return SessionConfig(self.routes[route].model, self._models, mode)
 
     def set_model(self, session_id: str, model: str) -> SessionConfig:
         if model not in self._models:
             raise UnknownModel(model, self._models)
-        route = self._route_of(model)
-        with self._lock:
-            if session_id not in self._sessions:
-                raise UnknownSession(session_id)
-            self._sessions[session_id] = route
-            mode = self._modes[session_id]
+        route = route_of(self.routes, model)
+        mode = self._sessions.choose_route(session_id, route)
         self.directory.tell(SUPERVISOR, ChooseModel(session_id, route))
         update = config_option_update(model, self._models, mode)
         self.directory.tell(EMITTER, WriteFrames(session_id, (update,)))
@@ -473,11 +347,7 @@ class Runtime:
         return SessionConfig(model, self._models, mode)
 
     def set_mode(self, session_id: str, mode: SessionMode) -> SessionConfig:
-        with self._lock:
-            route = self._sessions.get(session_id)
-            if route is None:
-                raise UnknownSession(session_id)
-            self._modes[session_id] = mode
+        route = self._sessions.choose_mode(session_id, mode)
         model = self.routes[route].model
         updates = (current_mode_update(mode), config_option_update(model, self._models, mode))
         self.directory.tell(EMITTER, WriteFrames(session_id, updates))
@@ -492,15 +362,13 @@ class Runtime:
         """The directories of the sessions this runtime serves, and, with a store, of every
         session it keeps (other processes' included): what a sandboxed command of one
         session must not see of the others."""
-        with self._lock:
-            found = set(self._cwds.values())
+        found = self._sessions.directories()
         if self.store is not None:
             found.update(self.store.sessions.session_directories())
         return found
 
     def has_session(self, session_id: str) -> bool:
-        with self._lock:
-            return session_id in self._sessions
+        return self._sessions.has(session_id)
 
     def prompt(
         self, session_id: str, parts: Sequence[Part], user_message: UserMessage | None = None
@@ -510,25 +378,17 @@ class Runtime:
         if broken:
             reply.set_result(TurnResult(None, error="; ".join(broken.values())))
             return reply
-        with self._lock:
-            if self._closed:
-                reply.set_result(TurnResult(None, error="the runtime is shutting down"))
-                return reply
-            if session_id not in self._sessions:
-                raise UnknownSession(session_id)
+        if not self._sessions.taking_prompts(session_id):
+            reply.set_result(TurnResult(None, error="the runtime is shutting down"))
+            return reply
         if self.store is not None:
             self.store.recovery.require_writable()  # a turn that could not be kept is refused
-        with self._lock:
-            self._outstanding[session_id] += 1
-        reply.add_done_callback(lambda _done: self._prompt_done(session_id))
+        self._processes.prompt_started(session_id)
+        reply.add_done_callback(lambda _done: self._processes.prompt_done(session_id))
         notes = self.mcp.take_notes(session_id)
         notice = self.config.session_notice
-        if notice is not None:
-            with self._lock:
-                first = session_id not in self._noticed
-                self._noticed.add(session_id)
-            if first:
-                notes = [notice, *notes]
+        if notice is not None and self._sessions.first_notice(session_id):
+            notes = [notice, *notes]
         if notes:
             # Told before the turn starts, so they come first in the emitter's queue.
             updates = tuple(agent_message_chunk(note) for note in notes)
@@ -536,78 +396,38 @@ class Runtime:
         self.directory.tell(SUPERVISOR, StartTurn(session_id, tuple(parts), reply, user_message))
         return reply
 
-    def _prompt_done(self, session_id: str) -> None:
-        """Stop the session's leftover tool processes once no prompt of it is outstanding.
-
-        Counting prompts rather than reacting to each reply keeps a prompt
-        that is refused (another one is running) from stopping the running
-        turn's processes. Runs on the emitter's thread, so it must not block.
-        """
-        with self._lock:
-            self._outstanding[session_id] -= 1
-            if self._outstanding[session_id] > 0:
-                return
-            del self._outstanding[session_id]
-        for groups in self.tool_process_groups():
-            groups.stop(session_id, wait=False)
-
     def tool_process_groups(self) -> list[ProcessGroups]:
-        """The process-group trackers of this runtime's tools: a tool whose calls may leave
-        processes behind keeps them in a ``ProcessGroups`` named ``processes``.
-
-        Runs after every prompt, so the attribute is looked up, not matched against a
-        runtime-checkable protocol (an ``isinstance`` that inspects every member each time).
-        """
-        found: list[ProcessGroups] = []
-        for name in self.registry.names():
-            groups = getattr(self.registry.get(name), "processes", None)
-            if isinstance(groups, ProcessGroups) and groups not in found:
-                found.append(groups)
-        return found
+        """The process-group trackers of this runtime's tools (``turn_processes``)."""
+        return self._processes.tool_process_groups()
 
     def watched_process_groups(self) -> list[ProcessGroups]:
         """Every process-group tracker whose groups must die with this process: the tools'
         and the MCP servers' (a worker's front kills them should the worker die)."""
-        return [*self.tool_process_groups(), self.mcp.processes]
+        return self._processes.watched_process_groups()
 
     def kill_tool_processes_now(self) -> None:
         """SIGKILL every tool and MCP server process at once; safe in a signal handler."""
-        for groups in self.watched_process_groups():
-            groups.kill_now()
-
-    def _require(self, session_id: str) -> None:
-        with self._lock:
-            if session_id not in self._sessions:
-                raise UnknownSession(session_id)
+        self._processes.kill_now()
 
     def cancel(self, session_id: str) -> None:
-        self._require(session_id)
+        self._sessions.require(session_id)
         self.directory.tell(SUPERVISOR, CancelTurn(session_id))
 
     def answer_permission(
         self, session_id: str, request_id: str, outcome: PermissionOutcome
     ) -> bool:
         check_outcome(outcome)
-        self._require(session_id)
+        self._sessions.require(session_id)
         return self._requests.permissions.answer(session_id, request_id, outcome)
 
     def answer_editor(self, session_id: str, request_id: str, answer: EditorAnswer) -> bool:
-        self._require(session_id)
+        self._sessions.require(session_id)
         return self._requests.editor.answer(session_id, request_id, answer)
 
     def close_session(self, session_id: str) -> None:
         closed: Future[None] = Future()
-        with self._lock:
-            if session_id not in self._sessions:
-                raise UnknownSession(session_id)
-            del self._sessions[session_id]
-            self._cwds.pop(session_id, None)
-            self._noticed.discard(session_id)
-            self._modes.pop(session_id, None)
-            self._client_fs.pop(session_id, None)
-            self._closing[session_id] = closed  # in the same step, so a reopen sees it
-            roles_running = not self._closed
-        closed.add_done_callback(functools.partial(self._close_done, session_id))
+        roles_running = self._sessions.remove(session_id, closed)
+        closed.add_done_callback(functools.partial(self._sessions.close_done, session_id))
         # The supervisor detaches the sink once the session's last frames are out.
         self.directory.tell(SUPERVISOR, CloseSession(session_id, closed))
         self._requests.settle_session(session_id)
@@ -616,50 +436,14 @@ class Runtime:
             # Another process may open it once released: what it recorded is written first,
             # including what the close itself ends (a running turn's discards and history).
             if roles_running:
-                self._wait_until_closed(closed, f"releasing {session_id}")
+                wait_until_closed(closed, f"releasing {session_id}")
             if self.journal is not None:
                 self.journal.end_session(session_id)
-            self._wait_for_journal(f"releasing {session_id}")
+            self._stored.wait_for_journal(f"releasing {session_id}")
             try:
                 self.store.claims.release(session_id)
             except StoreError as exc:
                 logger.error("session %s stays marked as served here: %s", session_id, exc)
-
-    def _close_done(self, session_id: str, closed: Future[None]) -> None:
-        """Runs on the emitter's thread once it detached the sink; must not block."""
-        with self._lock:
-            if self._closing.get(session_id) is closed:
-                del self._closing[session_id]
-
-    def _wait_until_closed(self, closed: Future[None], doing: str) -> bool:
-        """False, and a warning, if the roles did not finish the close in ``CLOSE_WAIT_S``."""
-        try:
-            closed.result(timeout=CLOSE_WAIT_S)
-        except TimeoutError:
-            logger.warning(
-                "%s although its close did not finish within %.0f s", doing, CLOSE_WAIT_S
-            )
-            return False
-        return True
-
-    def _await_close(self, session_id: str) -> None:
-        """Wait until the roles finished closing ``session_id``, if it was just closed.
-
-        ``close_session`` only tells the supervisor; the sink is detached later,
-        by the emitter, once the supervisor has forgotten the session. A session
-        opened under the same id before then would have its new sink detached by
-        that late ``DetachSink`` (its turns' frames lost), be forgotten when the
-        old turn ends, and get the old turn's discards. Waiting orders the old
-        session's clean-up before anything the new one sends. Should the close
-        not finish in ``CLOSE_WAIT_S`` (a role that stopped taking messages),
-        the open goes ahead rather than leave the id unusable.
-        """
-        with self._lock:
-            closing = self._closing.get(session_id)
-            if closing is None or self._closed:
-                return
-        if not self._wait_until_closed(closing, f"opening {session_id} again"):
-            self._close_done(session_id, closing)
 
     def crash_role(self, role: str, session_id: str | None = None) -> None:
         """Make a role raise inside a handler, exactly as a bug would (fault drills)."""
@@ -678,10 +462,8 @@ class Runtime:
         ``timeout`` bounds the wait for all running turns together, so the
         time to shut down does not grow with the number of sessions.
         """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        if not self._sessions.shut():
+            return
         pending: list[Future[TurnResult]] = []
         for session in list(self.supervisor_state.sessions.values()):
             turn = session.turn
@@ -714,15 +496,3 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
-
-
-def _history_call_ids(history: Sequence[Content]) -> frozenset[str]:
-    """The ids of the tool calls and results in a session's history."""
-    ids: set[str] = set()
-    for content in history:
-        for part in content.parts:
-            if isinstance(part, FunctionCallPart):
-                ids.add(part.function_call.id)
-            elif isinstance(part, FunctionResponsePart):
-                ids.add(part.function_response.id)
-    return frozenset(ids)

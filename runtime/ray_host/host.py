@@ -23,8 +23,8 @@ from toolprep.runtime.kernel.session_host import SessionHostError
 from toolprep.runtime.ray_host.registry import NAMESPACE, RegistryLog, open_registry
 from toolprep.runtime.ray_host.transport import START_TIMEOUT_S, ShardLauncher
 from toolprep.runtime.workers.backoff import RestartBackoff
-from toolprep.runtime.workers.front import DEFAULT_BACKOFF, WorkerHost
 from toolprep.runtime.workers.process import WorkerSpec
+from toolprep.runtime.workers.worker_host import DEFAULT_BACKOFF, WorkerHost
 
 if TYPE_CHECKING:
     from toolprep.runtime.store import SessionStore

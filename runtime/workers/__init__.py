@@ -7,7 +7,7 @@ and relays each worker's frames, already serialised, to the sessions' sinks.
 """
 
 from toolprep.runtime.workers.backoff import RestartBackoff
-from toolprep.runtime.workers.front import WorkerCrashed, WorkerHost
 from toolprep.runtime.workers.process import WorkerSpec, default_worker_count
+from toolprep.runtime.workers.worker_host import WorkerCrashed, WorkerHost
 
 __all__ = ["RestartBackoff", "WorkerCrashed", "WorkerHost", "WorkerSpec", "default_worker_count"]

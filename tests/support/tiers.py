@@ -62,7 +62,8 @@ SPAWNING_MODULES = frozenset(
         "toolprep.runtime.ray_host",
         "toolprep.runtime.tools.group_reaper",
         "toolprep.runtime.tools.shell",
-        "toolprep.runtime.workers.front",
+        "toolprep.runtime.workers.worker_host",
+        "toolprep.runtime.workers.worker_restarts",
         "toolprep.runtime.workers.process",
         "toolprep.testing.loopback",  # the loopback provider runs in a process of its own
         "toolprep.testing.ray_cluster",
