@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from toolprep.messages.content import Content, FunctionCallPart, FunctionResponsePart
 from toolprep.messages.modes import SessionMode, check_mode
-from toolprep.runtime.config import ModelRoute
 from toolprep.runtime.kernel.session_host import FrameSink, SessionInfo
+from toolprep.runtime.providers.routes import ModelRoute
 from toolprep.runtime.store import SessionStore, StoredSession
 from toolprep.runtime.store.journal import StoreJournal
 
