@@ -10,7 +10,7 @@ from typing import IO
 import orjson
 
 from tests.session_host.hosts import HostUnderTest
-from toolprep.runtime.acp.agent import ConnectionSink
+from toolprep.runtime.acp.connection_sink import ConnectionSink
 from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 
 FRAME = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
