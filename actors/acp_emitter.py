@@ -29,7 +29,6 @@ from toolprep.messages.turns import (
     DetachSink,
     TurnResult,
     WriteFrames,
-    WriteFramesTogether,
 )
 from toolprep.runtime.tools.filters import card_suppressed
 
@@ -56,7 +55,6 @@ class AcpEmitter(RoleActor):
     def handlers(self) -> Handlers:
         return {
             WriteFrames: self.on_frames,
-            WriteFramesTogether: self.on_frames_together,
             DeliverTurnResult: self.on_turn_result,
             AskPermission: self.on_ask_permission,
             AttachSink: self.on_attach,
@@ -96,12 +94,6 @@ class AcpEmitter(RoleActor):
             logger.warning("writing %d frames failed: %r", len(frames), exc)
 
     def on_frames(self, msg: WriteFrames) -> None:
-        self._write_frames((msg,))
-
-    def on_frames_together(self, msg: WriteFramesTogether) -> None:
-        self._write_frames(msg.writes)
-
-    def _write_frames(self, writes: tuple[WriteFrames, ...]) -> None:
         """Number and keep each write's frames, store them first if they must be (a card's
         end, a tool's start), then send them: the frames of sessions whose sinks share an
         ``UpdatesWriter`` in one call, in order. Whoever waits for a write to be stored
@@ -110,15 +102,15 @@ class AcpEmitter(RoleActor):
         journal = state.journal
         batches: dict[UpdatesWriter, list[tuple[str, dict[str, Any]]]] = {}
         stored: list[tuple[Future[str | None], str | None]] = []
-        for msg in writes:
-            session_id = msg.session_id
+        for write in msg.writes:
+            session_id = write.session_id
             sink = state.sinks.get(session_id)
-            updates = [u for u in msg.updates if not _suppressed(u)]
+            updates = [u for u in write.updates if not _suppressed(u)]
             unstored: str | None = None
             if sink is not None and updates:
                 if journal is not None:
                     updates = [journal.record(session_id, update) for update in updates]
-                    if msg.stored is not None or any(_ends_card(update) for update in updates):
+                    if write.stored is not None or any(_ends_card(u) for u in updates):
                         unstored = journal.commit(session_id)
                 together = state.together.get(session_id)
                 if together is None:
@@ -127,8 +119,8 @@ class AcpEmitter(RoleActor):
                 else:
                     batch = batches.setdefault(together, [])
                     batch.extend((session_id, update) for update in updates)
-            if msg.stored is not None:
-                stored.append((msg.stored, unstored))
+            if write.stored is not None:
+                stored.append((write.stored, unstored))
         for together, frames in batches.items():
             self._write_together(together, frames)
         for future, unstored in stored:

@@ -275,12 +275,12 @@ class SessionSupervisor(RoleActor):
             # Accepted: the prompt goes on record ahead of everything the turn sends.
             said = msg.user_message
             chunks = tuple(user_message_chunk(said.message_id, block) for block in said.blocks)
-            self.directory.tell(EMITTER, WriteFrames(session.session_id, chunks))
+            self.directory.tell(EMITTER, WriteFrames.of(session.session_id, chunks))
         untitled = title_of(session.history) is None
         session.history.append(Content("user", msg.prompt))
         if untitled and (title := title_of(session.history)) is not None:
             frame = session_info_update(title, time.time())
-            self.directory.tell(EMITTER, WriteFrames(session.session_id, (frame,)))
+            self.directory.tell(EMITTER, WriteFrames.of(session.session_id, (frame,)))
         first = session.first_route
         session.order = (first, *(i for i in range(len(self.routes)) if i != first))
         session.route = 0
@@ -349,7 +349,7 @@ class SessionSupervisor(RoleActor):
         # The turn's prompt moved with the cut (or, in a long turn, went into the summary).
         session.turn.history_mark = max(1, session.turn.history_mark - count + 1)
         notes = (compaction_note(count),)
-        self.directory.tell(EMITTER, WriteFrames(session.session_id, notes))
+        self.directory.tell(EMITTER, WriteFrames.of(session.session_id, notes))
         self._request(session)
 
     def on_summary_failed(self, msg: SummaryFailed) -> None:
@@ -361,7 +361,7 @@ class SessionSupervisor(RoleActor):
         """Go on with the whole history; the editor hears why it was not compacted."""
         logger.warning("compacting %s failed: %s", session.session_id, error)
         notes = (compaction_failed_note(error),)
-        self.directory.tell(EMITTER, WriteFrames(session.session_id, notes))
+        self.directory.tell(EMITTER, WriteFrames.of(session.session_id, notes))
         self._request(session)
 
     def _request(self, session: SessionState) -> None:
@@ -440,7 +440,7 @@ class SessionSupervisor(RoleActor):
         me = self.actor_ref
         if error.retryable and session.retries < policy.max_retries:
             wait = policy.wait(session.retries + 1, error.retry_after)
-            notice = WriteFrames(session.session_id, (wait.notice(error.message),))
+            notice = WriteFrames.of(session.session_id, (wait.notice(error.message),))
             self.directory.tell(EMITTER, notice)  # the user sees why the turn pauses
             me.tell(RetryAttempt(session.session_id, session.attempt, wait.seconds, error.message))
         elif (fallback := self._route(session, 1)) is not None:
@@ -524,7 +524,7 @@ class SessionSupervisor(RoleActor):
         assert turn is not None and route is not None
         del session.history[turn.history_mark :]
         error = prompt_too_large_message(turn.prompt, route.window, turn.last_error)
-        note = WriteFrames(session.session_id, (prompt_refused_note(error),))
+        note = WriteFrames.of(session.session_id, (prompt_refused_note(error),))
         self.directory.tell(EMITTER, note)
         self._finish(session, None, error=error, failure="prompt_too_large")
 
@@ -544,7 +544,7 @@ class SessionSupervisor(RoleActor):
             route = self._route(session)
             assert route is not None
             frame = usage_update(msg.usage.total_tokens, route.window)
-            self.directory.tell(EMITTER, WriteFrames(session.session_id, (frame,)))
+            self.directory.tell(EMITTER, WriteFrames.of(session.session_id, (frame,)))
         if msg.finish_reason is FinishReason.MAX_TOKENS and msg.calls:
             # Output was cut at the token limit: even a repaired call is a half-made one,
             # so it never runs; its card is discarded and the turn stops at max_tokens.

@@ -464,7 +464,7 @@ class Runtime:
             mode = self._modes[session_id]
         self.directory.tell(SUPERVISOR, ChooseModel(session_id, route))
         update = config_option_update(model, self._models, mode)
-        self.directory.tell(EMITTER, WriteFrames(session_id, (update,)))
+        self.directory.tell(EMITTER, WriteFrames.of(session_id, (update,)))
         if self.store is not None:
             try:
                 self.store.sessions.set_model(session_id, model)
@@ -480,7 +480,7 @@ class Runtime:
             self._modes[session_id] = mode
         model = self.routes[route].model
         updates = (current_mode_update(mode), config_option_update(model, self._models, mode))
-        self.directory.tell(EMITTER, WriteFrames(session_id, updates))
+        self.directory.tell(EMITTER, WriteFrames.of(session_id, updates))
         if self.store is not None:
             try:
                 self.store.sessions.set_mode(session_id, mode)
@@ -532,7 +532,7 @@ class Runtime:
         if notes:
             # Told before the turn starts, so they come first in the emitter's queue.
             updates = tuple(agent_message_chunk(note) for note in notes)
-            self.directory.tell(EMITTER, WriteFrames(session_id, updates))
+            self.directory.tell(EMITTER, WriteFrames.of(session_id, updates))
         self.directory.tell(SUPERVISOR, StartTurn(session_id, tuple(parts), reply, user_message))
         return reply
 

@@ -16,7 +16,7 @@ import pytest
 from toolprep.actors.acp_emitter import AcpEmitter, EmitterState
 from toolprep.actors.base import EMITTER
 from toolprep.actors.directory import RoleDirectory
-from toolprep.messages.turns import AttachSink, WriteFrames, WriteFramesTogether
+from toolprep.messages.turns import AttachSink, SessionFrames, WriteFrames
 
 WAIT_S = 30.0
 
@@ -72,12 +72,12 @@ def test_frames_of_sessions_on_one_output_are_written_in_one_call_in_order(
         directory.tell(EMITTER, AttachSink(session_id, sink))
     directory.tell(
         EMITTER,
-        WriteFramesTogether(
+        WriteFrames(
             (
-                WriteFrames("a", (_frame("a1"), _frame("a2"))),
-                WriteFrames("c", (_frame("c1"),)),
-                WriteFrames("b", (_frame("b1"),)),
-                WriteFrames("a", (_frame("a3"),), stored),
+                SessionFrames("a", (_frame("a1"), _frame("a2"))),
+                SessionFrames("c", (_frame("c1"),)),
+                SessionFrames("b", (_frame("b1"),)),
+                SessionFrames("a", (_frame("a3"),), stored),
             )
         ),
     )
@@ -93,6 +93,6 @@ def test_a_single_write_goes_through_the_same_call(directory: RoleDirectory) -> 
     stored: Future[str | None] = Future()
     shared = Together(stored)
     directory.tell(EMITTER, AttachSink("a", shared))
-    directory.tell(EMITTER, WriteFrames("a", (_frame("a1"),), stored))
+    directory.tell(EMITTER, WriteFrames.of("a", (_frame("a1"),), stored))
     assert stored.result(WAIT_S) is None
     assert shared.calls == [[("a", _frame("a1"))]]
