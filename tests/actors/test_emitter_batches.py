@@ -22,7 +22,7 @@ WAIT_S = 30.0
 
 
 class FrameByFrame:
-    """An output that takes one frame at a time."""
+    """An output of its own, which records each call it is handed."""
 
     def __init__(self) -> None:
         self.calls: list[list[tuple[str, dict[str, Any]]]] = []
@@ -32,13 +32,17 @@ class FrameByFrame:
         with self.lock:
             self.calls.append([(session_id, update)])
 
+    def send_updates(self, frames: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        with self.lock:
+            self.calls.append(list(frames))
+
     def request_permission(self, session_id: str, tool_call: Any, request: Any) -> Future[str]:
         raise AssertionError("no permission is asked here")
 
 
 class Together(FrameByFrame):
-    """An output that also takes several frames at once, noting whether a write waiting to
-    be stored had been told so by then."""
+    """An output that notes, for each batch, whether a write waiting to be stored had
+    been told so by then."""
 
     def __init__(self, watched: Future[str | None]) -> None:
         super().__init__()
