@@ -37,8 +37,9 @@ from toolprep.actors.acp_emitter import AcpEmitter, EmitterState, SessionSink
 from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.actors.preparation_tracker import PreparationTracker, TrackerState
-from toolprep.actors.session_supervisor import SessionSupervisor, SupervisorState, TurnConfig
+from toolprep.actors.session_supervisor import SessionSupervisor
 from toolprep.actors.stream_reader import ReaderState, StreamReader
+from toolprep.actors.supervisor_state import SupervisorState, TurnConfig
 from toolprep.actors.tool_executor import ExecutorState, ToolExecutor
 from toolprep.messages.content import Content, FunctionCallPart, FunctionResponsePart, Part
 from toolprep.messages.frames import agent_message_chunk, config_option_update
