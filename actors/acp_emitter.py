@@ -14,14 +14,15 @@ discards.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from toolprep.actors.base import EMITTER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages.frames import card_change
-from toolprep.messages.sinks import FrameJournal, SessionSink, UpdatesWriter
+from toolprep.messages.sinks import FrameJournal, SessionSink
 from toolprep.messages.turns import (
     AskPermission,
     AttachSink,
@@ -29,19 +30,20 @@ from toolprep.messages.turns import (
     DetachSink,
     TurnResult,
     WriteFrames,
-    WriteFramesTogether,
 )
 from toolprep.runtime.tools.filters import card_suppressed
 
 logger = logging.getLogger(__name__)
 
+UpdatesWriter: TypeAlias = Callable[[Sequence[tuple[str, dict[str, Any]]]], None]
+"""A sink's ``send_updates``: the sessions whose sinks share one are written together."""
+
 
 @dataclass(slots=True)
 class EmitterState:
     sinks: dict[str, SessionSink] = field(default_factory=dict)
-    together: dict[str, UpdatesWriter] = field(default_factory=dict)
-    """The sessions whose sinks write several frames at once, and how."""
     write_failures: int = 0
+    """Writes (one ``send_updates`` call each, of one or more frames) that raised."""
     frames_written: int = 0
     journal: FrameJournal | None = None
 
@@ -56,7 +58,6 @@ class AcpEmitter(RoleActor):
     def handlers(self) -> Handlers:
         return {
             WriteFrames: self.on_frames,
-            WriteFramesTogether: self.on_frames_together,
             DeliverTurnResult: self.on_turn_result,
             AskPermission: self.on_ask_permission,
             AttachSink: self.on_attach,
@@ -65,72 +66,45 @@ class AcpEmitter(RoleActor):
 
     def on_attach(self, msg: AttachSink) -> None:
         self.state.sinks[msg.session_id] = msg.sink
-        together: UpdatesWriter | None = getattr(msg.sink, "send_updates", None)
-        if together is None:
-            self.state.together.pop(msg.session_id, None)
-        else:
-            self.state.together[msg.session_id] = together
 
     def on_detach(self, msg: DetachSink) -> None:
         """Forget the session's sink, then say the close is done (a reopen waits for it)."""
         self.state.sinks.pop(msg.session_id, None)
-        self.state.together.pop(msg.session_id, None)
         _resolve(msg.closed, None)
 
-    def _write(self, sink: SessionSink, session_id: str, update: dict[str, Any]) -> None:
+    def _write(self, send_updates: UpdatesWriter, frames: list[tuple[str, dict[str, Any]]]) -> None:
         try:
-            sink.send_update(session_id, update)
-            self.state.frames_written += 1
-        except Exception as exc:  # a broken client must not take the runtime down
-            self.state.write_failures += 1
-            logger.warning("frame write for %s failed: %r", session_id, exc)
-
-    def _write_together(
-        self, together: UpdatesWriter, frames: list[tuple[str, dict[str, Any]]]
-    ) -> None:
-        try:
-            together(frames)
+            send_updates(frames)
             self.state.frames_written += len(frames)
         except Exception as exc:  # a broken client must not take the runtime down
-            self.state.write_failures += len(frames)
+            self.state.write_failures += 1
             logger.warning("writing %d frames failed: %r", len(frames), exc)
 
     def on_frames(self, msg: WriteFrames) -> None:
-        self._write_frames((msg,))
-
-    def on_frames_together(self, msg: WriteFramesTogether) -> None:
-        self._write_frames(msg.writes)
-
-    def _write_frames(self, writes: tuple[WriteFrames, ...]) -> None:
         """Number and keep each write's frames, store them first if they must be (a card's
-        end, a tool's start), then send them: the frames of sessions whose sinks share an
-        ``UpdatesWriter`` in one call, in order. Whoever waits for a write to be stored
+        end, a tool's start), then send them: the frames of sessions whose sinks share a
+        ``send_updates`` in one call, in order. Whoever waits for a write to be stored
         hears only once every frame of the batch is sent."""
         state = self.state
         journal = state.journal
         batches: dict[UpdatesWriter, list[tuple[str, dict[str, Any]]]] = {}
         stored: list[tuple[Future[str | None], str | None]] = []
-        for msg in writes:
-            session_id = msg.session_id
+        for write in msg.writes:
+            session_id = write.session_id
             sink = state.sinks.get(session_id)
-            updates = [u for u in msg.updates if not _suppressed(u)]
+            updates = [u for u in write.updates if not _suppressed(u)]
             unstored: str | None = None
             if sink is not None and updates:
                 if journal is not None:
                     updates = [journal.record(session_id, update) for update in updates]
-                    if msg.stored is not None or any(_ends_card(update) for update in updates):
+                    if write.stored is not None or any(_ends_card(u) for u in updates):
                         unstored = journal.commit(session_id)
-                together = state.together.get(session_id)
-                if together is None:
-                    for update in updates:
-                        self._write(sink, session_id, update)
-                else:
-                    batch = batches.setdefault(together, [])
-                    batch.extend((session_id, update) for update in updates)
-            if msg.stored is not None:
-                stored.append((msg.stored, unstored))
-        for together, frames in batches.items():
-            self._write_together(together, frames)
+                batch = batches.setdefault(sink.send_updates, [])
+                batch.extend((session_id, update) for update in updates)
+            if write.stored is not None:
+                stored.append((write.stored, unstored))
+        for send_updates, frames in batches.items():
+            self._write(send_updates, frames)
         for future, unstored in stored:
             _resolve(future, unstored)
 
@@ -142,7 +116,7 @@ class AcpEmitter(RoleActor):
         if journal is not None and sink is not None:
             notice = journal.turn_ended(msg.session_id, msg.history, rewritten=msg.rewritten)
             if notice is not None:
-                self._write(sink, msg.session_id, notice)
+                self._write(sink.send_updates, [(msg.session_id, notice)])
         _resolve(msg.reply, msg.result)
 
     def on_ask_permission(self, msg: AskPermission) -> None:

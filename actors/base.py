@@ -4,8 +4,8 @@ Messages are dispatched on their class to ``handlers`` registered by the
 subclass. A handler that raises is a crash: pykka stops the actor and calls
 ``on_failure``, where the directory starts a successor over the same state and
 the supervisor is told which sessions the poisoned message belonged to: one, or
-every session of a batch (``ChunksReceivedTogether``, ``WriteFramesTogether``),
-each of whose attempts may have lost its chunks or frames with it.
+every session of a batch (``ChunksReceived``, ``WriteFrames``), each of whose
+attempts may have lost its chunks or frames with it.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import pykka
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages.turns import (
     ActorCrashed,
-    ChunksReceivedTogether,
+    ChunksReceived,
     CrashRole,
-    WriteFramesTogether,
+    WriteFrames,
 )
 
 logger = logging.getLogger(__name__)
@@ -84,10 +84,10 @@ class RoleActor(pykka.ThreadingActor):
 def sessions_of(message: object) -> tuple[str, ...]:
     """The sessions ``message`` carries work of, in order, each once."""
     match message:
-        case ChunksReceivedTogether(batches=parts):
-            ids = [part.session_id for part in parts]
-        case WriteFramesTogether(writes=parts):
-            ids = [part.session_id for part in parts]
+        case ChunksReceived(batches=batches):
+            ids = [batch.session_id for batch in batches]
+        case WriteFrames(writes=writes):
+            ids = [write.session_id for write in writes]
         case _:
             session_id = getattr(message, "session_id", None)
             ids = [session_id] if isinstance(session_id, str) else []

@@ -32,20 +32,20 @@ from toolprep.messages.content import (
 from toolprep.messages.frames import DiscardReason
 from toolprep.messages.preparation import get_preparations
 from toolprep.messages.turns import (
+    AttemptChunks,
     AttemptEnded,
     AttemptSucceeded,
     BeginAttempt,
     CallsReleased,
     ChunksReceived,
-    ChunksReceivedTogether,
     EndAttempt,
     RememberShownCalls,
     SessionClosed,
+    SessionFrames,
     StreamCompleted,
     StreamFailed,
     ToolCallRequest,
     WriteFrames,
-    WriteFramesTogether,
 )
 from toolprep.runtime.tools.filters import card_suppressed
 
@@ -99,7 +99,6 @@ class PreparationTracker(RoleActor):
         return {
             BeginAttempt: self.on_begin,
             ChunksReceived: self.on_chunks,
-            ChunksReceivedTogether: self.on_chunks_together,
             StreamCompleted: self.on_completed,
             StreamFailed: self.on_failed,
             EndAttempt: self.on_end,
@@ -127,7 +126,7 @@ class PreparationTracker(RoleActor):
 
     def _send(self, session_id: str, updates: list[dict[str, Any]]) -> None:
         if updates:
-            self.directory.tell(EMITTER, WriteFrames(session_id, tuple(updates)))
+            self.directory.tell(EMITTER, WriteFrames.of(session_id, tuple(updates)))
 
     # --- handlers --------------------------------------------------------------
 
@@ -138,28 +137,21 @@ class PreparationTracker(RoleActor):
         track.current = AttemptTrack(msg.attempt)
 
     def on_chunks(self, msg: ChunksReceived) -> None:
-        write = self._frames_for(msg)
-        if write is not None:
-            self.directory.tell(EMITTER, write)
-
-    def on_chunks_together(self, msg: ChunksReceivedTogether) -> None:
-        """Each attempt's chunks as ``on_chunks`` reads them, the frames in one hop: reading
+        """Each attempt's chunks in the order read, the frames of all in one hop: reading
         chunks sends nothing else, so no other role's frame can need to come between."""
         writes = [write for batch in msg.batches if (write := self._frames_for(batch))]
-        if len(writes) == 1:
-            self.directory.tell(EMITTER, writes[0])
-        elif writes:
-            self.directory.tell(EMITTER, WriteFramesTogether(tuple(writes)))
+        if writes:
+            self.directory.tell(EMITTER, WriteFrames(tuple(writes)))
 
-    def _frames_for(self, msg: ChunksReceived) -> WriteFrames | None:
-        live = self._live(msg.session_id, msg.attempt)
+    def _frames_for(self, batch: AttemptChunks) -> SessionFrames | None:
+        live = self._live(batch.session_id, batch.attempt)
         if live is None or live[1].stream_closed:
             return None
         track, attempt = live
         updates: list[dict[str, Any]] = []
-        for chunk in msg.chunks:
+        for chunk in batch.chunks:
             self._read_chunk(track, attempt, chunk, updates)
-        return WriteFrames(msg.session_id, tuple(updates)) if updates else None
+        return SessionFrames(batch.session_id, tuple(updates)) if updates else None
 
     def _read_chunk(
         self,

@@ -11,8 +11,7 @@ result is written" hold for every stop reason.
 
 Before a request, a history whose last request filled the model's context
 window past ``TurnConfig.compaction.at`` is compacted first (phase
-``compacting``): the reader asks the same model for a summary of the older
-messages, which then stand in for them; if that fails, the request goes out
+``compacting``, ``history_compaction``): if that fails, the request goes out
 with the history as it was. No card exists during compaction, so a cancel
 ends the turn at once. A request the provider refuses as too large for the
 window (``compaction.context_overflow``) is compacted and sent again, once
@@ -22,26 +21,35 @@ A prompt must never brick its session: one certainly too big for the window on
 its own (``compaction.oversized_prompt``) is refused before it is recorded or
 sent, and a turn that ends refused as too large leaves the history as it was
 before its prompt (failure ``prompt_too_large``), so the next prompt works.
+
+What it keeps per session and turn is in ``supervisor_state``; how a turn and a
+closing session end, in ``turn_endings``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Literal, assert_never
+from typing import assert_never
 
 from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
+from toolprep.actors.history_compaction import HistoryCompaction
+from toolprep.actors.supervisor_state import (
+    AfterAttempt,
+    Phase,
+    SessionState,
+    SupervisorState,
+    Turn,
+    TurnConfig,
+)
+from toolprep.actors.turn_endings import finish_turn, forget_session
 from toolprep.messages.content import (
     Content,
     FinishReason,
-    FunctionCallPart,
     FunctionResponse,
     FunctionResponsePart,
     Part,
-    Usage,
 )
 from toolprep.messages.frames import (
     session_info_update,
@@ -61,7 +69,6 @@ from toolprep.messages.turns import (
     ChooseModel,
     CloseSession,
     CloseStream,
-    DeliverTurnResult,
     DetachSink,
     EndAttempt,
     EndReason,
@@ -70,106 +77,29 @@ from toolprep.messages.turns import (
     OpenSession,
     OpenStream,
     RetryAttempt,
-    SessionClosed,
     StartTurn,
     StopReason,
     StreamFailed,
-    SummariseHistory,
     SummaryFailed,
     SwitchModel,
+    ToolCallResult,
     TurnFailure,
     TurnResult,
     WriteFrames,
 )
 from toolprep.runtime.kernel.compaction import (
-    SUMMARY_INSTRUCTION,
-    CompactionPolicy,
-    compaction_failed_note,
-    compaction_note,
     context_overflow,
     oversized_prompt,
-    prompt_refused_note,
     prompt_too_large_message,
-    split_history,
-    summary_message,
-    summary_prompt,
 )
-from toolprep.runtime.kernel.retry import RetryPolicy
 from toolprep.runtime.kernel.scheduler import Scheduler
 from toolprep.runtime.kernel.session_title import title_of
 from toolprep.runtime.providers.base import ModelRequest, StreamError, ToolDeclaration
 from toolprep.runtime.providers.routes import ModelRoute
 
+__all__ = ["SessionSupervisor"]
+
 logger = logging.getLogger(__name__)
-
-Phase = Literal["idle", "compacting", "streaming", "ending", "backoff", "tools"]
-
-
-@dataclass(frozen=True, slots=True)
-class TurnConfig:
-    system_prompt: str | None = None
-    max_tokens: int = 4096
-    max_requests_per_turn: int = 50
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
-
-
-NextStep = Literal[
-    "retry", "compact", "fallback", "cancel", "refusal", "max_tokens", "crash", "fail"
-]
-
-
-@dataclass(frozen=True, slots=True)
-class AfterAttempt:
-    """What the supervisor does once the tracker confirms an attempt's cards are terminal."""
-
-    step: NextStep
-    delay: float = 0.0  # seconds of backoff, for ``retry`` only
-
-
-@dataclass(slots=True)
-class Turn:
-    reply: Future[TurnResult]
-    history_mark: int  # where the turn's prompt is in the history
-    prompt: tuple[Part, ...] = ()
-    requests: int = 0
-    cancel_requested: bool = False
-    usage: Usage | None = None
-    last_error: str | None = None
-    model_failed: bool = False  # the last failure was the model request's, not a crash
-    compacted: bool = False  # the history's start was replaced by a summary
-    overflowed: bool = False  # a request was refused as too large for the context window
-    too_large: bool = False  # the last failure was such a refusal
-    # what to do once the tracker confirms the attempt ended
-    after: AfterAttempt | None = None
-
-
-@dataclass(slots=True)
-class SessionState:
-    session_id: str
-    cwd: str
-    history: list[Content] = field(default_factory=list)
-    attempt: int = 0
-    first_route: int = 0  # the session's chosen model; the other routes are its fallbacks
-    order: tuple[int, ...] = ()  # this turn's routes, the chosen one first
-    route: int = 0  # position in ``order``
-    retries: int = 0
-    phase: Phase = "idle"
-    turn: Turn | None = None
-    closing: bool = False
-    closed: Future[None] | None = None  # resolved by the emitter once the close is done
-    tools: tuple[ToolDeclaration, ...] = ()  # the session's own, after the runtime's
-    used: int = 0  # tokens the last request used; 0 once compaction was tried on them
-    summarised: int = 0  # while compacting: how many leading messages the summary replaces
-
-
-@dataclass(slots=True)
-class SupervisorState:
-    sessions: dict[str, SessionState] = field(default_factory=dict)
-    attempts_started: int = 0
-    retries: int = 0
-    fallbacks: int = 0
-    delays: list[float] = field(default_factory=list)
 
 
 class SessionSupervisor(RoleActor):
@@ -190,6 +120,7 @@ class SessionSupervisor(RoleActor):
         self.tools = tools
         self.scheduler = scheduler
         self.config = config
+        self.compaction = HistoryCompaction(directory, state, config.compaction, config.max_tokens)
 
     def handlers(self) -> Handlers:
         return {
@@ -238,19 +169,10 @@ class SessionSupervisor(RoleActor):
             return
         session.closed = msg.closed
         if session.turn is None:
-            self._forget(session)
+            forget_session(self.directory, self.state, session)
             return
         session.closing = True
         self.on_cancel(CancelTurn(msg.session_id))
-
-    def _forget(self, session: SessionState) -> None:
-        self.state.sessions.pop(session.session_id, None)
-        for role in (TRACKER, EXECUTOR):
-            self.directory.tell(role, SessionClosed(session.session_id))
-        # After any DeliverTurnResult already sent, so the closing turn's discards still go out;
-        # last, so the close counts as done only once every role was told.
-        closed: Future[None] = Future() if session.closed is None else session.closed
-        self.directory.tell(EMITTER, DetachSink(session.session_id, closed))
 
     # --- the turn loop -------------------------------------------------------------
 
@@ -275,12 +197,12 @@ class SessionSupervisor(RoleActor):
             # Accepted: the prompt goes on record ahead of everything the turn sends.
             said = msg.user_message
             chunks = tuple(user_message_chunk(said.message_id, block) for block in said.blocks)
-            self.directory.tell(EMITTER, WriteFrames(session.session_id, chunks))
+            self.directory.tell(EMITTER, WriteFrames.of(session.session_id, chunks))
         untitled = title_of(session.history) is None
         session.history.append(Content("user", msg.prompt))
         if untitled and (title := title_of(session.history)) is not None:
             frame = session_info_update(title, time.time())
-            self.directory.tell(EMITTER, WriteFrames(session.session_id, (frame,)))
+            self.directory.tell(EMITTER, WriteFrames.of(session.session_id, (frame,)))
         first = session.first_route
         session.order = (first, *(i for i in range(len(self.routes)) if i != first))
         session.route = 0
@@ -298,59 +220,16 @@ class SessionSupervisor(RoleActor):
         if turn.requests >= self.config.max_requests_per_turn:
             self._finish(session, "max_turn_requests")
             return
-        if not self._compact(session):
-            self._request(session)
-
-    def _compact(self, session: SessionState) -> bool:
-        """Ask for a summary of the older history if the last request filled the window.
-
-        True if the summary was asked for: the request then waits for its answer.
-        """
         route = self._route(session)
         assert route is not None
-        policy = self.config.compaction
-        used, session.used = session.used, 0  # one try per usage report
-        if not policy.due(used, route.window):
-            return False
-        split = split_history(session.history, used, policy.keep_tokens(route.window))
-        if split is None:
-            return False
-        self.state.attempts_started += 1
-        session.attempt = self.state.attempts_started
-        session.phase = "compacting"
-        session.summarised = split.at
-        request = ModelRequest(
-            model=route.model,
-            history=summary_prompt(session.history[: split.at]),
-            system=SUMMARY_INSTRUCTION,
-            max_tokens=self.config.max_tokens,
-        )
-        logger.info(
-            "compacting %s: %d of %d tokens used, summarising %d of %d messages",
-            session.session_id,
-            used,
-            route.window,
-            split.at,
-            len(session.history),
-        )
-        order = session.order[session.route]
-        self.directory.tell(
-            READER, SummariseHistory(session.session_id, session.attempt, order, request)
-        )
-        return True
+        if not self.compaction.begin(session, route):
+            self._request(session)
 
     def on_history_summarised(self, msg: HistorySummarised) -> None:
         session = self._live(msg.session_id, msg.attempt, "compacting")
-        if session is None or session.turn is None:
-            return
-        count = session.summarised
-        session.history[:count] = [summary_message(msg.summary)]
-        session.turn.compacted = True
-        # The turn's prompt moved with the cut (or, in a long turn, went into the summary).
-        session.turn.history_mark = max(1, session.turn.history_mark - count + 1)
-        notes = (compaction_note(count),)
-        self.directory.tell(EMITTER, WriteFrames(session.session_id, notes))
-        self._request(session)
+        if session is not None:
+            self.compaction.apply(session, msg.summary)
+            self._request(session)
 
     def on_summary_failed(self, msg: SummaryFailed) -> None:
         session = self._live(msg.session_id, msg.attempt, "compacting")
@@ -358,10 +237,7 @@ class SessionSupervisor(RoleActor):
             self._compaction_failed(session, msg.error)
 
     def _compaction_failed(self, session: SessionState, error: str) -> None:
-        """Go on with the whole history; the editor hears why it was not compacted."""
-        logger.warning("compacting %s failed: %s", session.session_id, error)
-        notes = (compaction_failed_note(error),)
-        self.directory.tell(EMITTER, WriteFrames(session.session_id, notes))
+        self.compaction.failed(session, error)
         self._request(session)
 
     def _request(self, session: SessionState) -> None:
@@ -440,7 +316,7 @@ class SessionSupervisor(RoleActor):
         me = self.actor_ref
         if error.retryable and session.retries < policy.max_retries:
             wait = policy.wait(session.retries + 1, error.retry_after)
-            notice = WriteFrames(session.session_id, (wait.notice(error.message),))
+            notice = WriteFrames.of(session.session_id, (wait.notice(error.message),))
             self.directory.tell(EMITTER, notice)  # the user sees why the turn pauses
             me.tell(RetryAttempt(session.session_id, session.attempt, wait.seconds, error.message))
         elif (fallback := self._route(session, 1)) is not None:
@@ -504,29 +380,16 @@ class SessionSupervisor(RoleActor):
                 session.phase = "streaming"  # the crash decision runs like a failed stream
                 self._after_failure(session, error)
             case "fail" if session.turn.too_large:
-                self._drop_prompt(session)
+                route = self._route(session)
+                assert route is not None
+                refused = self.compaction.drop_prompt(session, route)
+                self._finish(session, None, error=refused, failure="prompt_too_large")
             case "fail":
                 error_text = session.turn.last_error or "model request failed"
                 failure: TurnFailure | None = "model_request" if session.turn.model_failed else None
                 self._finish(session, None, error=error_text, failure=failure)
             case _:
                 assert_never(after.step)
-
-    def _drop_prompt(self, session: SessionState) -> None:
-        """End a turn refused as too large: its prompt and all after it leave the history.
-
-        Kept, the prompt would be sent with every later request of the session and
-        refused each time. The note follows the prompt's record, so a replay shows
-        it was not answered; the stored history is cut back with the turn's end.
-        """
-        turn = session.turn
-        route = self._route(session)
-        assert turn is not None and route is not None
-        del session.history[turn.history_mark :]
-        error = prompt_too_large_message(turn.prompt, route.window, turn.last_error)
-        note = WriteFrames(session.session_id, (prompt_refused_note(error),))
-        self.directory.tell(EMITTER, note)
-        self._finish(session, None, error=error, failure="prompt_too_large")
 
     def on_backoff_elapsed(self, msg: BackoffElapsed) -> None:
         session = self._live(msg.session_id, msg.attempt, "backoff")
@@ -544,7 +407,7 @@ class SessionSupervisor(RoleActor):
             route = self._route(session)
             assert route is not None
             frame = usage_update(msg.usage.total_tokens, route.window)
-            self.directory.tell(EMITTER, WriteFrames(session.session_id, (frame,)))
+            self.directory.tell(EMITTER, WriteFrames.of(session.session_id, (frame,)))
         if msg.finish_reason is FinishReason.MAX_TOKENS and msg.calls:
             # Output was cut at the token limit: even a repaired call is a half-made one,
             # so it never runs; its card is discarded and the turn stops at max_tokens.
@@ -573,17 +436,7 @@ class SessionSupervisor(RoleActor):
         session = self._live(msg.session_id, msg.attempt, "tools")
         if session is None or session.turn is None:
             return
-        responses = tuple(
-            FunctionResponsePart(
-                FunctionResponse(
-                    r.call_id,
-                    r.name,
-                    {"output": r.llm_output} if r.ok else {"error": r.llm_output},
-                    is_error=not r.ok,
-                )
-            )
-            for r in msg.results
-        )
+        responses = _responses(msg.results)
         if responses:
             session.history.append(Content("user", responses))
         if session.turn.cancel_requested:
@@ -640,30 +493,19 @@ class SessionSupervisor(RoleActor):
         error: str | None = None,
         failure: TurnFailure | None = None,
     ) -> None:
-        turn = session.turn
-        assert turn is not None
-        session.turn = None
-        session.phase = "idle"
-        if stop == "cancelled" and session.history and len(session.history) > turn.history_mark:
-            _drop_dangling_calls(session.history)
-        result = TurnResult(stop, error=error, usage=turn.usage, failure=failure)
-        history = tuple(session.history)
-        self.directory.tell(
-            EMITTER,
-            DeliverTurnResult(
-                session.session_id, result, turn.reply, history, rewritten=turn.compacted
-            ),
+        finish_turn(self.directory, self.state, session, stop, error=error, failure=failure)
+
+
+def _responses(results: tuple[ToolCallResult, ...]) -> tuple[Part, ...]:
+    """The calls' results as the model reads them, in the order called."""
+    return tuple(
+        FunctionResponsePart(
+            FunctionResponse(
+                r.call_id,
+                r.name,
+                {"output": r.llm_output} if r.ok else {"error": r.llm_output},
+                is_error=not r.ok,
+            )
         )
-        if session.closing:
-            self._forget(session)
-
-
-def _drop_dangling_calls(history: list[Content]) -> None:
-    """A model message whose calls got no responses would break the next request."""
-    last = history[-1] if history else None
-    if (
-        last is not None
-        and last.role == "model"
-        and any(isinstance(p, FunctionCallPart) for p in last.parts)
-    ):
-        history.pop()
+        for r in results
+    )

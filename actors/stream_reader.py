@@ -22,8 +22,8 @@ from toolprep.actors.base import READER, SUPERVISOR, TRACKER, Handlers, RoleActo
 from toolprep.actors.directory import RoleDirectory
 from toolprep.messages.content import GenerateContentResponse, TextPart
 from toolprep.messages.turns import (
+    AttemptChunks,
     ChunksReceived,
-    ChunksReceivedTogether,
     CloseStream,
     HistorySummarised,
     OpenStream,
@@ -72,12 +72,11 @@ class ChunkOutbox:
         if not self._pending:
             return
         batches = tuple(
-            ChunksReceived(session_id, attempt, tuple(chunks))
+            AttemptChunks(session_id, attempt, tuple(chunks))
             for (session_id, attempt), chunks in self._pending.items()
         )
         self._pending = {}
-        message = batches[0] if len(batches) == 1 else ChunksReceivedTogether(batches)
-        self._directory.tell(TRACKER, message)
+        self._directory.tell(TRACKER, ChunksReceived(batches))
 
 
 @dataclass(slots=True)

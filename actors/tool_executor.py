@@ -99,7 +99,7 @@ class HeldStart:
         with self._lock:
             if self._frame is None:
                 return None
-            self._directory.tell(EMITTER, WriteFrames(self._session_id, (self._frame,), stored))
+            self._directory.tell(EMITTER, WriteFrames.of(self._session_id, (self._frame,), stored))
             self._frame = None
         return stored
 
@@ -170,7 +170,7 @@ class ToolExecutor(RoleActor):
         }
 
     def _frames(self, session_id: str, *updates: dict[str, Any]) -> None:
-        self.directory.tell(EMITTER, WriteFrames(session_id, updates))
+        self.directory.tell(EMITTER, WriteFrames.of(session_id, updates))
 
     def on_execute(self, msg: ExecuteCalls) -> None:
         if msg.attempt <= self.state.cancelled_through.get(msg.session_id, 0):
@@ -260,7 +260,7 @@ class ToolExecutor(RoleActor):
         else:
             stored = Future() if write_ahead else None
             started = describe(prepared=request.prepared)
-            self.directory.tell(EMITTER, WriteFrames(session_id, (started,), stored))
+            self.directory.tell(EMITTER, WriteFrames.of(session_id, (started,), stored))
         context = ToolContext(
             session_id=session_id,
             cwd=cwd,

@@ -260,8 +260,8 @@ class BeginAttempt:
 
 
 @dataclass(frozen=True, slots=True)
-class ChunksReceived:
-    """Every chunk one loop iteration produced for an attempt, in order (one hop, not N)."""
+class AttemptChunks:
+    """One attempt's chunks of one loop iteration, in order (a part of ``ChunksReceived``)."""
 
     session_id: str
     attempt: int
@@ -269,15 +269,15 @@ class ChunksReceived:
 
 
 @dataclass(frozen=True, slots=True)
-class ChunksReceivedTogether:
-    """The ``ChunksReceived`` of every attempt one loop iteration read, in the order read.
+class ChunksReceived:
+    """Every chunk one loop iteration read, by attempt, in the order read: one or more parts.
 
     Under load one iteration reads from many sessions' streams; one hop for all
     of them, not one per session, is what keeps the hand-off's cost per event
-    falling as sessions are added.
+    falling as sessions are added. One session's chunks are a batch of one.
     """
 
-    batches: tuple[ChunksReceived, ...]
+    batches: tuple[AttemptChunks, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,8 +349,8 @@ class WorkerReturned:
 
 
 @dataclass(frozen=True, slots=True)
-class WriteFrames:
-    """A session's ACP ``session/update`` payloads, written in order by the emitter.
+class SessionFrames:
+    """A session's ACP ``session/update`` payloads, written in order (a part of ``WriteFrames``).
 
     ``stored``, if given, is resolved once the frames are in the session's log
     (None) or could not be (why not): a tool with effects waits for its start
@@ -363,10 +363,21 @@ class WriteFrames:
 
 
 @dataclass(frozen=True, slots=True)
-class WriteFramesTogether:
-    """Several sessions' ``WriteFrames`` from one step of a role, written in this order."""
+class WriteFrames:
+    """Frames of one or more sessions from one step of a role, written by the emitter in
+    this order (one hop for a step that produced frames for many sessions)."""
 
-    writes: tuple[WriteFrames, ...]
+    writes: tuple[SessionFrames, ...]
+
+    @classmethod
+    def of(
+        cls,
+        session_id: str,
+        updates: tuple[dict[str, Any], ...],
+        stored: Future[str | None] | None = None,
+    ) -> WriteFrames:
+        """One session's frames: a batch of one."""
+        return cls((SessionFrames(session_id, updates, stored),))
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,7 @@ class ConnectionSink:
         self._connection.notify("session/update", {"sessionId": session_id, "update": update})
 
     def send_updates(self, frames: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """Several sessions' frames, in order, in one write (see ``UpdatesWriter``)."""
+        """Several sessions' frames, in order, in one write (see ``UpdateSink``)."""
         is_echo = self.own_prompts.is_echo
         self._connection.notify_many(
             "session/update",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol, assert_never, runtime_checkable
 
 import orjson
@@ -87,6 +88,10 @@ class SharedSession:
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
         self.send_encoded_update(session_id, orjson.dumps(update))
+
+    def send_updates(self, frames: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        for session_id, update in frames:
+            self.send_encoded_update(session_id, orjson.dumps(update))
 
     def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
         with self._lock:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Generic, TypeVar, assert_never
 
-from toolprep.messages.sinks import UpdatesWriter
 from toolprep.runtime.kernel.session_host import (
     ClientRequest,
     EditorAnswer,
@@ -134,21 +133,19 @@ class ClientRequests:
 class BridgedSink:
     """The emitter's view of a ``FrameSink``: frames straight through, permissions as messages.
 
-    A sink that can write several frames together (``send_updates``, see
-    ``UpdatesWriter``) keeps that method here too, so that the bridges of the
-    sessions it serves share it and their frames go out together.
+    The sink's own ``send_update`` and ``send_updates`` are kept here as they are, so
+    that the bridges of the sessions one sink serves share its ``send_updates`` and the
+    emitter writes their frames together.
     """
 
     __slots__ = ("_permissions", "_sink", "send_update", "send_updates")
 
     send_update: Callable[[str, dict[str, Any]], None]
-    send_updates: UpdatesWriter
+    send_updates: Callable[[Sequence[tuple[str, dict[str, Any]]]], None]
 
     def __init__(self, sink: FrameSink, permissions: PendingAnswers[str]) -> None:
-        self.send_update = sink.send_update  # the caller's own method: no extra call per frame
-        together: UpdatesWriter | None = getattr(sink, "send_updates", None)
-        if together is not None:
-            self.send_updates = together
+        self.send_update = sink.send_update  # the caller's own methods: no extra call
+        self.send_updates = sink.send_updates
         self._sink = sink
         self._permissions = permissions
 

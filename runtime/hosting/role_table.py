@@ -15,8 +15,9 @@ from toolprep.actors.acp_emitter import AcpEmitter
 from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.actors.preparation_tracker import PreparationTracker
-from toolprep.actors.session_supervisor import SessionSupervisor, TurnConfig
+from toolprep.actors.session_supervisor import SessionSupervisor
 from toolprep.actors.stream_reader import StreamReader
+from toolprep.actors.supervisor_state import TurnConfig
 from toolprep.actors.tool_executor import ToolExecutor
 from toolprep.runtime.tools.base import ClientFilesystem
 from toolprep.runtime.tools.registry import ToolRegistry

@@ -39,8 +39,8 @@ from toolprep.actors.acp_emitter import EmitterState, SessionSink
 from toolprep.actors.base import EMITTER, SUPERVISOR, TRACKER
 from toolprep.actors.directory import RoleDirectory
 from toolprep.actors.preparation_tracker import TrackerState
-from toolprep.actors.session_supervisor import SupervisorState
 from toolprep.actors.stream_reader import ReaderState
+from toolprep.actors.supervisor_state import SupervisorState
 from toolprep.actors.tool_executor import ExecutorState
 from toolprep.messages.content import Content, Part
 from toolprep.messages.frames import agent_message_chunk, config_option_update
@@ -338,7 +338,7 @@ class Runtime:
         mode = self._sessions.choose_route(session_id, route)
         self.directory.tell(SUPERVISOR, ChooseModel(session_id, route))
         update = config_option_update(model, self._models, mode)
-        self.directory.tell(EMITTER, WriteFrames(session_id, (update,)))
+        self.directory.tell(EMITTER, WriteFrames.of(session_id, (update,)))
         if self.store is not None:
             try:
                 self.store.sessions.set_model(session_id, model)
@@ -350,7 +350,7 @@ class Runtime:
         route = self._sessions.choose_mode(session_id, mode)
         model = self.routes[route].model
         updates = (current_mode_update(mode), config_option_update(model, self._models, mode))
-        self.directory.tell(EMITTER, WriteFrames(session_id, updates))
+        self.directory.tell(EMITTER, WriteFrames.of(session_id, updates))
         if self.store is not None:
             try:
                 self.store.sessions.set_mode(session_id, mode)
@@ -392,7 +392,7 @@ class Runtime:
         if notes:
             # Told before the turn starts, so they come first in the emitter's queue.
             updates = tuple(agent_message_chunk(note) for note in notes)
-            self.directory.tell(EMITTER, WriteFrames(session_id, updates))
+            self.directory.tell(EMITTER, WriteFrames.of(session_id, updates))
         self.directory.tell(SUPERVISOR, StartTurn(session_id, tuple(parts), reply, user_message))
         return reply
 

@@ -53,6 +53,7 @@ from typing import Any, Protocol, runtime_checkable
 from toolprep.messages.content import Part
 from toolprep.messages.modes import SessionMode
 from toolprep.messages.permissions import PERMISSION_OUTCOMES, PermissionOutcome, check_outcome
+from toolprep.messages.sinks import UpdateSink
 from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.mcp.specs import McpServerSpec
 
@@ -237,7 +238,7 @@ class SessionInfo:
 
 
 @runtime_checkable
-class FrameSink(Protocol):
+class FrameSink(UpdateSink, Protocol):
     """Where one session's ordered output goes; the caller supplies it per session.
 
     Frames of one session never overlap (guarantee 1), but editor requests
@@ -245,16 +246,14 @@ class FrameSink(Protocol):
     so a sink shared by sessions must be thread-safe. It must not block for
     long: it writes to a connection or a buffer and returns.
 
-    A sink may also offer ``send_updates(frames)`` (``messages.sinks.UpdatesWriter``):
-    frames of any of its sessions, in order, to be written together. An in-process
-    host then hands it each batch of frames at once instead of frame by frame.
+    Every method is required, ``UpdateSink``'s included: ``send_update`` takes one ACP
+    ``session/update`` payload built in this process, ``send_updates`` a batch of frames
+    of any of the sink's sessions, in order, to be written together (an in-process host
+    hands it each batch at once).
     """
 
-    def send_update(self, session_id: str, update: dict[str, Any]) -> None:
-        """One ACP ``session/update`` payload, as built in this process."""
-
     def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
-        """The same, already serialised as JSON by a host elsewhere: relay the bytes as they are."""
+        """A payload serialised as JSON by a host elsewhere: relay the bytes as they are."""
 
     def send_request(self, session_id: str, request: ClientRequest) -> None:
         """A request the session waits on; answer it through the host, quoting its id.

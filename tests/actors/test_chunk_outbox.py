@@ -16,7 +16,7 @@ from toolprep.actors.base import TRACKER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
 from toolprep.actors.stream_reader import ChunkOutbox
 from toolprep.messages.content import Candidate, Content, GenerateContentResponse, TextPart
-from toolprep.messages.turns import ChunksReceived, ChunksReceivedTogether, StreamCompleted
+from toolprep.messages.turns import AttemptChunks, ChunksReceived, StreamCompleted
 
 WAIT_S = 30.0
 
@@ -31,7 +31,6 @@ class KeepsMessages(RoleActor):
     def handlers(self) -> Handlers:
         return {
             ChunksReceived: self.inbox.put,
-            ChunksReceivedTogether: self.inbox.put,
             StreamCompleted: self.inbox.put,
         }
 
@@ -61,7 +60,7 @@ def _in_one_iteration(directory: RoleDirectory, steps: Callable[[ChunkOutbox], N
     asyncio.run(iteration())
 
 
-def _texts(message: ChunksReceived) -> list[str]:
+def _texts(message: AttemptChunks) -> list[str]:
     return [
         part.text for chunk in message.chunks for part in chunk.parts if isinstance(part, TextPart)
     ]
@@ -79,7 +78,7 @@ def test_one_iteration_of_many_streams_is_one_message_in_the_order_read(
 
     _in_one_iteration(directory, read)
     message = inbox.get(timeout=WAIT_S)
-    assert isinstance(message, ChunksReceivedTogether)
+    assert isinstance(message, ChunksReceived)
     assert [(b.session_id, b.attempt, _texts(b)) for b in message.batches] == [
         ("s1", 1, ["a", "b"]),
         ("s2", 4, ["x"]),
@@ -87,14 +86,15 @@ def test_one_iteration_of_many_streams_is_one_message_in_the_order_read(
     assert inbox.empty()
 
 
-def test_a_lone_stream_travels_as_a_plain_message(
+def test_a_lone_stream_travels_as_a_batch_of_one(
     told: tuple[RoleDirectory, queue.Queue[object]],
 ) -> None:
     directory, inbox = told
     _in_one_iteration(directory, lambda outbox: outbox.add("s1", 1, _chunk("a")))
     message = inbox.get(timeout=WAIT_S)
     assert isinstance(message, ChunksReceived)
-    assert _texts(message) == ["a"]
+    (batch,) = message.batches
+    assert _texts(batch) == ["a"]
 
 
 def test_a_stream_end_comes_after_every_chunk_read_before_it(
@@ -112,7 +112,7 @@ def test_a_stream_end_comes_after_every_chunk_read_before_it(
 
     _in_one_iteration(directory, read_then_end)
     first, second = inbox.get(timeout=WAIT_S), inbox.get(timeout=WAIT_S)
-    assert isinstance(first, ChunksReceivedTogether)
+    assert isinstance(first, ChunksReceived) and len(first.batches) == 2
     assert second == StreamCompleted("s1", 1)
     assert inbox.empty()  # the flush that was still scheduled found nothing to send
 
@@ -130,4 +130,5 @@ def test_an_abandoned_attempt_hands_over_nothing(
     _in_one_iteration(directory, read_then_cancel)
     message = inbox.get(timeout=WAIT_S)
     assert isinstance(message, ChunksReceived)
-    assert (message.session_id, _texts(message)) == ("s2", ["x"])
+    (batch,) = message.batches
+    assert (batch.session_id, _texts(batch)) == ("s2", ["x"])

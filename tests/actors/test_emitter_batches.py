@@ -16,13 +16,13 @@ import pytest
 from toolprep.actors.acp_emitter import AcpEmitter, EmitterState
 from toolprep.actors.base import EMITTER
 from toolprep.actors.directory import RoleDirectory
-from toolprep.messages.turns import AttachSink, WriteFrames, WriteFramesTogether
+from toolprep.messages.turns import AttachSink, SessionFrames, WriteFrames
 
 WAIT_S = 30.0
 
 
 class FrameByFrame:
-    """An output that takes one frame at a time."""
+    """An output of its own, which records each call it is handed."""
 
     def __init__(self) -> None:
         self.calls: list[list[tuple[str, dict[str, Any]]]] = []
@@ -32,13 +32,17 @@ class FrameByFrame:
         with self.lock:
             self.calls.append([(session_id, update)])
 
+    def send_updates(self, frames: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        with self.lock:
+            self.calls.append(list(frames))
+
     def request_permission(self, session_id: str, tool_call: Any, request: Any) -> Future[str]:
         raise AssertionError("no permission is asked here")
 
 
 class Together(FrameByFrame):
-    """An output that also takes several frames at once, noting whether a write waiting to
-    be stored had been told so by then."""
+    """An output that notes, for each batch, whether a write waiting to be stored had
+    been told so by then."""
 
     def __init__(self, watched: Future[str | None]) -> None:
         super().__init__()
@@ -72,12 +76,12 @@ def test_frames_of_sessions_on_one_output_are_written_in_one_call_in_order(
         directory.tell(EMITTER, AttachSink(session_id, sink))
     directory.tell(
         EMITTER,
-        WriteFramesTogether(
+        WriteFrames(
             (
-                WriteFrames("a", (_frame("a1"), _frame("a2"))),
-                WriteFrames("c", (_frame("c1"),)),
-                WriteFrames("b", (_frame("b1"),)),
-                WriteFrames("a", (_frame("a3"),), stored),
+                SessionFrames("a", (_frame("a1"), _frame("a2"))),
+                SessionFrames("c", (_frame("c1"),)),
+                SessionFrames("b", (_frame("b1"),)),
+                SessionFrames("a", (_frame("a3"),), stored),
             )
         ),
     )
@@ -93,6 +97,6 @@ def test_a_single_write_goes_through_the_same_call(directory: RoleDirectory) -> 
     stored: Future[str | None] = Future()
     shared = Together(stored)
     directory.tell(EMITTER, AttachSink("a", shared))
-    directory.tell(EMITTER, WriteFrames("a", (_frame("a1"),), stored))
+    directory.tell(EMITTER, WriteFrames.of("a", (_frame("a1"),), stored))
     assert stored.result(WAIT_S) is None
     assert shared.calls == [[("a", _frame("a1"))]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import FunctionType, UnionType
 from typing import Any
@@ -31,6 +32,10 @@ class Recorder:
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
         with self.lock:
             self.updates.append(update)
+
+    def send_updates(self, frames: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        with self.lock:
+            self.updates.extend(update for _, update in frames)
 
     def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
         self.send_update(session_id, orjson.loads(update_json))

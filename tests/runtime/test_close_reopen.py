@@ -28,7 +28,7 @@ from tests.support.runtime_harness import (
 )
 from toolprep.actors.base import TRACKER
 from toolprep.messages.content import Candidate, Content, GenerateContentResponse, TextPart
-from toolprep.messages.turns import ChunksReceived, TurnResult
+from toolprep.messages.turns import AttemptChunks, ChunksReceived, TurnResult
 from toolprep.runtime.hosting.runtime import Runtime
 from toolprep.runtime.store import SessionStore
 
@@ -179,7 +179,9 @@ def test_a_late_chunk_of_the_closed_session_never_reaches_the_reopened_one(
         runtime.load_session(session_id, sink, replay=False)
         new_turn = _stall_on_a_card(server, runtime, sink, session_id, "call_new", "stall again")
         late = GenerateContentResponse((Candidate(Content("model", (TextPart("stale text"),))),))
-        runtime.directory.tell(TRACKER, ChunksReceived(session_id, old_attempt, (late,)))
+        runtime.directory.tell(
+            TRACKER, ChunksReceived((AttemptChunks(session_id, old_attempt, (late,)),))
+        )
         runtime.cancel(session_id)
         assert new_turn.result(TURN_S).stop_reason == "cancelled"
         assert "stale text" not in message_text(sink.frames())

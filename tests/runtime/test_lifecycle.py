@@ -18,7 +18,7 @@ from tests.support.runtime_harness import (
     tool_frames,
 )
 from toolprep.actors.base import EMITTER, EXECUTOR, READER, SUPERVISOR, TRACKER
-from toolprep.messages.turns import ChunksReceived, ChunksReceivedTogether
+from toolprep.messages.turns import AttemptChunks, ChunksReceived
 
 PROVIDERS = ["anthropic", "openai"]
 PARIS = ("call_paris", "get_weather", {"city": "Paris"})
@@ -343,9 +343,9 @@ def test_a_crash_on_a_batch_ends_the_attempt_of_every_session_in_it(tmp_path: Pa
             sink.wait_for_preparing()
         sessions = h.runtime.supervisor_state.sessions
         # Chunks no tracker can read: the handler raises, as a bug in it would.
-        poisoned = ChunksReceivedTogether(
+        poisoned = ChunksReceived(
             tuple(
-                ChunksReceived(sid, sessions[sid].attempt, (object(),))  # type: ignore[arg-type]
+                AttemptChunks(sid, sessions[sid].attempt, (object(),))  # type: ignore[arg-type]
                 for sid, _ in opened
             )
         )

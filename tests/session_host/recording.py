@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -33,6 +33,10 @@ class RecordingFrameSink:
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
         self._record(session_id, update)
+
+    def send_updates(self, frames: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        for session_id, update in frames:
+            self._record(session_id, update)
 
     def send_encoded_update(self, session_id: str, update_json: bytes) -> None:
         self.encoded_frames += 1

@@ -53,6 +53,18 @@ class RecordingSink:
             self.events.append((session_id, update))
             self.changed.notify_all()
 
+    def send_updates(self, frames: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Each frame as ``send_update`` takes it, on past one that fails (like a client
+        whose frames are written one at a time); then the first failure is raised."""
+        failure: Exception | None = None
+        for session_id, update in frames:
+            try:
+                self.send_update(session_id, update)
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
     def request_permission(
         self, session_id: str, tool_call: dict[str, Any], request: Any
     ) -> Future[str]:
