@@ -64,7 +64,6 @@ SPAWNING_MODULES = frozenset(
         "toolprep.runtime.tools.shell",
         "toolprep.runtime.workers.front",
         "toolprep.runtime.workers.process",
-        "toolprep.testing.loopback",  # the loopback provider runs in a process of its own
         "toolprep.testing.ray_cluster",
     }
 )
