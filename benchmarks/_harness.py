@@ -44,7 +44,7 @@ def _stand_in_testing_package() -> None:
 
     A benchmark child may run on another revision's interpreter (``--baseline-python``);
     there this checkout's ``testing/`` folder is loaded under that name, so both sides
-    run the same loopback provider and tool code.
+    start a Ray cluster (``toolprep.testing.ray_cluster``) the same way.
     """
     if importlib.util.find_spec("toolprep.testing") is not None:
         return
@@ -62,13 +62,13 @@ def _stand_in_testing_package() -> None:
 
 _stand_in_testing_package()
 
-from toolprep.testing.bench_tool import bench_registry as bench_registry  # noqa: E402
-from toolprep.testing.loopback import LOOPBACK as LOOPBACK  # noqa: E402
-from toolprep.testing.loopback import LoopbackServer as LoopbackServer  # noqa: E402
-from toolprep.testing.loopback import loopback_server as loopback_server  # noqa: E402
-from toolprep.testing.loopback import port_reporting_process as port_reporting_process  # noqa: E402
-from toolprep.testing.loopback import server_stats as server_stats  # noqa: E402
-from toolprep.testing.sse_server import BENCH_FILE as BENCH_FILE  # noqa: E402
+from benchmarks.support.bench_tool import bench_registry as bench_registry  # noqa: E402
+from benchmarks.support.loopback import BENCH_FILE as BENCH_FILE  # noqa: E402
+from benchmarks.support.loopback import LOOPBACK as LOOPBACK  # noqa: E402
+from benchmarks.support.loopback import LoopbackServer as LoopbackServer  # noqa: E402
+from benchmarks.support.loopback import loopback_server as loopback_server  # noqa: E402
+from benchmarks.support.loopback import port_reporting_process as port_reporting_process  # noqa: E402
+from benchmarks.support.loopback import server_stats as server_stats  # noqa: E402
 
 # --- meters -----------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Cancel: how fast a cancelled turn is cleaned up, seen from the editor.
 
-Every session's provider stream stalls mid tool-call (``sse_server --stall``:
+Every session's provider stream stalls mid tool-call (``load_server --stall``:
 the tool call's id and name, a few argument fragments, then silence), so
 the runtime has shown a preparing card that only a cancel can end. As soon
 as the drain thread reads a session's preparing frame it writes

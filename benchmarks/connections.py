@@ -8,7 +8,7 @@ a subprocess, its soft open-files limit raised to the hard one:
    (RSS with them minus RSS before, over the count) and its thread count.
 2. ``--active 2000``: that many connections at once, each running
    ``initialize``, ``session/new`` and one prompt against the loopback
-   provider (``toolprep.testing.sse_server``, a tool turn then a text turn):
+   provider (``benchmarks.support.load_server``, a tool turn then a text turn):
    the share answered ``end_turn``, and first-frame latency (prompt sent ->
    first agent ``session/update`` read), p50 and p99.
 
@@ -44,8 +44,8 @@ from typing import Any
 import orjson
 
 from benchmarks import _harness as h
+from benchmarks.support.loopback import BENCH_FILE
 from toolprep.testing.daemon import serve_command
-from toolprep.testing.sse_server import BENCH_FILE
 
 LISTENING = "serving ACP on "
 START_TIMEOUT_S = 120.0

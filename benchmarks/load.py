@@ -2,7 +2,7 @@
 
 For each session count N and each scenario a fresh child process
 (``benchmarks._load_child``) runs the whole stack: the loopback provider
-(``toolprep.testing.sse_server``, its own process, started here) streams realistic turns
+(``benchmarks.support.load_server``, its own process, started here) streams realistic turns
 at ``--rate`` events/s per stream; the runtime reads them with the real SDK provider; the
 real ``AcpAgent`` and ``JsonRpcConnection`` take ``session/new`` / ``session/prompt``
 lines from one pipe and write every ``session/update`` to another, which a drain thread

@@ -1,7 +1,7 @@
 """Startup: how long an editor waits for ``toolprep acp`` to answer, and for its first card.
 
 For each wire (the embedded ``replay`` provider, and ``anthropic`` / ``openai``
-against ``toolprep.testing.sse_server`` on loopback with a dummy key) a fresh
+against ``benchmarks.support.load_server`` on loopback with a dummy key) a fresh
 ``toolprep acp --workers 1 --no-persist`` is started ``--repeat`` times. The
 editor side writes ``initialize`` at once (the agent reads it when ready),
 then ``session/new`` and a ``session/prompt``, and stamps when it reads

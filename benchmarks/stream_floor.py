@@ -39,6 +39,7 @@ from typing import Any, cast
 
 from benchmarks import _harness as h
 from benchmarks import load
+from benchmarks.support.loopback import LOOPBACK, loopback_server, server_stats
 from toolprep.messages.content import (
     Content,
     FunctionCall,
@@ -50,7 +51,6 @@ from toolprep.messages.content import (
 from toolprep.messages.requests import ModelRequest
 from toolprep.runtime.kernel.event_loops import new_stream_loop
 from toolprep.runtime.providers.factory import build_provider
-from toolprep.testing.loopback import LOOPBACK, loopback_server, server_stats
 
 VARIANTS = ("socket", "aiohttp", "provider", "runtime")
 _WARMUP_S = 6.0

@@ -1,4 +1,9 @@
-"""The ``toolprep serve`` command line the tests and the benchmarks start a daemon with."""
+"""The ``toolprep serve`` command line against a loopback provider.
+
+For a test that starts the daemon (``subprocess.Popen(serve_command("anthropic",
+server.base_url))``) against ``FakeProviderServer``; toolprep's own tests and benchmarks
+start it this way.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A throwaway Ray cluster on 127.0.0.1, for the tests and the benchmarks that need one.
+"""A throwaway Ray cluster on 127.0.0.1, for a test of the Ray host (toolprep's own tests
+and benchmarks use it too).
 
 The cluster gets an authentication token of its own, so nothing is written
 to the user's home, usage statistics stay off, and its scratch files go to a

@@ -10,10 +10,11 @@
 - Every module of ``runtime/`` belongs to the kernel, the store or the hosting: none is left
   loose where no rule sees it.
 - The store (``runtime/store``) is below the hosts that use it: no hosting module either.
-- The installed package never imports ``toolprep.testing`` (the benchmarks' and the tests'
-  loopback provider and tool), the tests or the benchmarks.
+- The installed package never imports ``toolprep.testing`` (the test kit: the loopback
+  provider and its SSE builders), the tests or the benchmarks.
 - The tests never import the benchmarks, nor the benchmarks the tests: what both need lives
-  in ``toolprep.testing``, and a benchmark is tested by running it as a command.
+  in ``toolprep.testing`` (a test kit only), and a benchmark is tested by running it as a
+  command.
 
 An import that breaks a rule today and needs more than a small change is listed in
 ``ALLOWED`` with the reason; an entry that no longer matches an import fails too, so the

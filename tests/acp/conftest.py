@@ -32,9 +32,9 @@ from acp.stdio import spawn_agent_process
 
 from tests.support.acp_client import RefusingClient
 from tests.support.acp_schema import validate_agent_message
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import alive
 from tests.support.runtime_harness import provider_base_url
+from toolprep.testing import FakeProviderServer
 
 REPO = Path(__file__).resolve().parents[2]
 

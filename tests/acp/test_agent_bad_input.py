@@ -10,8 +10,8 @@ import pytest
 
 from tests.acp.conftest import RawAgent, agent_command
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import check_cards, lifecycle
+from toolprep.testing import FakeProviderServer
 
 
 @pytest.fixture

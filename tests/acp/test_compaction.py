@@ -19,9 +19,9 @@ import pytest
 from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from tests.support.runtime_harness import check_cards
 from toolprep.runtime.kernel.compaction import SUMMARY_HEADER, SUMMARY_INSTRUCTION
+from toolprep.testing import FakeProviderServer, ScriptedResponse
 
 KINDS = ["anthropic", "openai"]
 SUMMARY = "The user asked a first question; the agent ran a command and answered."

@@ -11,8 +11,8 @@ import pytest
 from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from tests.support.runtime_harness import check_cards, lifecycle
+from toolprep.testing import FakeProviderServer, ScriptedResponse
 
 KINDS = ["anthropic", "openai"]
 CALL = ("call_cut", "read_file", {"path": "a-rather-long-file-name-to-cut.txt"})

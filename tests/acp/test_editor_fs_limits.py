@@ -18,10 +18,10 @@ from acp.schema import ReadTextFileResponse
 
 from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import check_cards, lifecycle
 from toolprep.runtime.acp.jsonrpc_transport import DEFAULT_MAX_LINE_BYTES
 from toolprep.runtime.tools.config import ToolConfig
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 HUGE_BYTES = DEFAULT_MAX_LINE_BYTES + 1024 * 1024

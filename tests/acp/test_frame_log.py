@@ -22,11 +22,11 @@ from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate_update
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.runtime_harness import check_cards, is_discarded, lifecycle, message_text
 from tests.support.sqlite_lock import write_locked
 from toolprep.messages import frames as fr
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 INVALID_PARAMS = -32602

@@ -19,9 +19,9 @@ from typing import Any
 from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.runtime_harness import check_cards, lifecycle
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 PROMPTS = 200

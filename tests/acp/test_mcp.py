@@ -29,9 +29,9 @@ from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio
 from tests.acp.conftest import REPO, RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import gone_within, none_with_argument_within, pids_with_argument
 from tests.support.runtime_harness import check_cards, lifecycle, tool_frames
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 DEADLINE_S = 20.0

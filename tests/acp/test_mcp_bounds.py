@@ -18,9 +18,9 @@ import pytest
 from tests.acp.conftest import REPO, agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import alive, gone_within
 from tests.support.runtime_harness import message_text
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 BULK = 20_000

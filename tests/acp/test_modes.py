@@ -16,9 +16,9 @@ import pytest
 from tests.acp.conftest import REPO, agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.stdio_editor import StdioEditor
+from toolprep.testing import FakeProviderServer
 
 KINDS = ["anthropic", "openai"]
 MODES = ["ask", "accept_edits", "plan", "auto"]

@@ -22,9 +22,9 @@ from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate
 from tests.support.agent_process import AgentProcess
 from tests.support.daemon_process import DaemonProcess, daemon_environment
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message, MessageLog
 from tests.support.runtime_harness import provider_base_url
+from toolprep.testing import FakeProviderServer
 from toolprep.testing.daemon import serve_command
 
 Where = Literal["stdio", "workers", "daemon"]

@@ -21,9 +21,9 @@ import pytest
 from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from toolprep.runtime.acp.errors import INVALID_PARAMS
 from toolprep.runtime.kernel.compaction import SUMMARY_HEADER
+from toolprep.testing import FakeProviderServer, ScriptedResponse
 
 KIND = "anthropic"
 SUMMARY = "The user asked a first question and got an answer."

@@ -20,10 +20,10 @@ from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate_agent_message
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import pid_from
 from tests.support.runtime_harness import check_cards, is_discarded, lifecycle, message_text
 from toolprep.runtime.store import SessionStore
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 SESSION_NOT_FOUND = -32002

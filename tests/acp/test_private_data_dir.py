@@ -15,8 +15,8 @@ from pathlib import Path
 from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer
 from toolprep.runtime.store import SessionStore
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 

@@ -17,9 +17,9 @@ import pytest
 from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.runtime_harness import check_cards, lifecycle, message_text
+from toolprep.testing import FakeProviderServer
 
 README_PROMPT = "Read README.md and tell me what this project is."
 RECORDED_ANSWER = "This is a tiny demo project for toolprep."

@@ -18,8 +18,8 @@ from tests.acp.conftest import agent_command
 from tests.support.acp_schema import validate_update
 from tests.support.agent_process import AgentProcess
 from tests.support.conversation import KIND, PROMPTS, check_shown, enqueue_answers, run_prompt
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.thread_rebuilder import ThreadRebuilder
+from toolprep.testing import FakeProviderServer
 
 
 def _agent(server: FakeProviderServer, data_dir: Path, cwd: Path, workers: int) -> AgentProcess:

@@ -24,8 +24,8 @@ from acp import text_block
 from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.acp.test_mcp import echo_server
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import none_with_argument_within, pids_with_argument
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 DEADLINE_S = 20.0

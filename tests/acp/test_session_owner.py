@@ -21,7 +21,7 @@ import pytest
 from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 SESSION_IN_USE = -32003

@@ -14,8 +14,8 @@ from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from tests.support.runtime_harness import check_cards, unnumbered
+from toolprep.testing import FakeProviderServer, ScriptedResponse
 
 KINDS = ["anthropic", "openai"]
 MODELS = ("--model", "first-model", "--fallback-model", "second-model")

@@ -15,8 +15,8 @@ from acp import text_block
 
 from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import lifecycle
+from toolprep.testing import FakeProviderServer
 
 ANTHROPIC_KEY = "sk-ant-scrubtest-4b1f9e27c3d85a60"
 OPENAI_KEY = "sk-openai-scrubtest-91d0c7e4a2b3"

@@ -8,8 +8,8 @@ from acp import text_block
 
 from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import check_cards
+from toolprep.testing import FakeProviderServer
 
 KIND = "openai"
 

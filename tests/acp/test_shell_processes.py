@@ -16,9 +16,9 @@ from acp import text_block
 from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import gone_within, pid_from
 from tests.support.runtime_harness import check_cards, lifecycle
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 DEADLINE_S = 20.0

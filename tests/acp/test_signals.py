@@ -21,9 +21,9 @@ import pytest
 from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import gone_within, pid_from
 from tests.support.runtime_harness import check_cards, is_preparing, lifecycle
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 STOP_SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]

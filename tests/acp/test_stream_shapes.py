@@ -17,9 +17,9 @@ from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate_agent_message
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse, split_sse_events
 from tests.support.fixtures import PROVIDER_TRANSCRIPTS
 from tests.support.runtime_harness import check_cards, lifecycle
+from toolprep.testing import FakeProviderServer, ScriptedResponse, split_sse_events
 
 NOTES = "notes.txt"
 

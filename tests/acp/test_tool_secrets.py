@@ -23,9 +23,9 @@ from acp.schema import EnvVariable, McpServerStdio
 
 from tests.acp.conftest import REPO, RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import worker_pids_of
 from tests.support.runtime_harness import lifecycle, tool_frames
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from tests.acp.conftest import agent_command
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import gone_within
+from toolprep.testing import FakeProviderServer
 
 DEADLINE_S = 30.0
 

@@ -20,7 +20,6 @@ from acp import RequestError, text_block
 
 from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import alive, gone_within, pid_from
 from tests.support.runtime_harness import (
     check_cards,
@@ -29,6 +28,7 @@ from tests.support.runtime_harness import (
     lifecycle,
     message_text,
 )
+from toolprep.testing import FakeProviderServer
 
 DEADLINE_S = 30.0
 WORKERS = ("--workers", "2")

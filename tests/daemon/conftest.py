@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.daemon_process import DaemonProcess, daemon_environment
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import provider_base_url
+from toolprep.testing import FakeProviderServer
 from toolprep.testing.daemon import serve_command
 
 KIND = "anthropic"

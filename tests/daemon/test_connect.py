@@ -19,13 +19,13 @@ import pytest
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import DaemonProcess, daemon_environment, stop_started_daemons
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.processes import alive
 from tests.support.runtime_harness import check_cards, lifecycle, message_text, provider_base_url
 from tests.support.stdio_editor import StdioEditor, connect_command
 from tests.support.ws_client import WsClient
 from toolprep.runtime.daemon.discovery import read_daemon_file
+from toolprep.testing import FakeProviderServer
 
 PERMISSION = "session/request_permission"
 

@@ -20,12 +20,12 @@ import pytest
 from tests.daemon.conftest import KIND
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import daemon_environment, stop_started_daemons
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import alive, ancestors, kill_process_tree
 from tests.support.runtime_harness import message_text, provider_base_url
 from tests.support.stdio_editor import StdioEditor, connect_command
 from toolprep.runtime.daemon.discovery import read_daemon_file
 from toolprep.runtime.hosting.model_routes import DEFAULT_MODELS
+from toolprep.testing import FakeProviderServer
 
 SETTINGS_DIFFER = "runs with other provider settings than this connect asks for"
 

@@ -32,7 +32,6 @@ from websockets.sync.client import connect
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import daemon_environment, stop_started_daemons
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import gone_within
 from tests.support.raw_upgrade import address_of
 from tests.support.runtime_harness import message_text, provider_base_url
@@ -44,6 +43,7 @@ from toolprep.runtime.daemon.discovery import (
     read_daemon_file,
     write_daemon_file,
 )
+from toolprep.testing import FakeProviderServer
 
 SquatterAnswer = Literal["fake-upgrade", "not-websocket"]
 

@@ -20,9 +20,9 @@ from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
 from tests.support.daemon_process import daemon_environment
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.stdio_editor import StdioEditor, connect_command
+from toolprep.testing import FakeProviderServer
 
 OpenEditor = Callable[..., StdioEditor]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.ws_client import WsClient
+from toolprep.testing import FakeProviderServer
 
 WRITE = ("call_write", "write_file", {"path": "written.txt", "content": "text\n"})
 SHELL = sc.shell("touch shell-ran")

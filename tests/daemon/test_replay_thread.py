@@ -15,8 +15,8 @@ import pytest
 
 from tests.daemon.conftest import StartDaemon
 from tests.support.conversation import PROMPTS, check_shown, enqueue_answers, run_prompt
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.thread_rebuilder import ThreadRebuilder
+from toolprep.testing import FakeProviderServer
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

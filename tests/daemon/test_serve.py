@@ -19,10 +19,10 @@ from websockets.sync.client import connect
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import DaemonProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.runtime_harness import check_cards, lifecycle, message_text
 from tests.support.ws_client import WsClient
+from toolprep.testing import FakeProviderServer
 
 PERMISSION = "session/request_permission"
 CANCEL_REQUEST = "$/cancel_request"

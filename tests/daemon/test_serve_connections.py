@@ -28,11 +28,11 @@ from tests.support.daemon_process import (
     daemon_environment,
     refused_start,
 )
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse, anthropic_sse
 from tests.support.raw_upgrade import address_of, request_bytes, upgrade
 from tests.support.runtime_harness import lifecycle, provider_base_url
 from tests.support.ws_client import WsClient
 from toolprep.runtime.kernel.event_loops import uvloop_installed
+from toolprep.testing import FakeProviderServer, ScriptedResponse, anthropic_sse
 from toolprep.testing.daemon import serve_command
 
 DEADLINE_S = 60.0  # far above what any of these takes; only a hang comes near it

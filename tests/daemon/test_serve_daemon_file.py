@@ -18,7 +18,6 @@ import pytest
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import DaemonProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.raw_upgrade import upgrade
 from tests.support.runtime_harness import message_text, provider_base_url
 from toolprep.runtime.daemon.discovery import (
@@ -28,6 +27,7 @@ from toolprep.runtime.daemon.discovery import (
 )
 from toolprep.runtime.daemon.runs_with import RunsWith, key_check
 from toolprep.runtime.hosting.model_routes import DEFAULT_MODELS
+from toolprep.testing import FakeProviderServer
 
 
 def _mode(path: Path) -> int:

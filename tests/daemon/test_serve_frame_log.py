@@ -17,11 +17,11 @@ from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate_update
 from tests.support.daemon_process import DaemonProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.runtime_harness import message_text
 from tests.support.ws_client import WsClient
 from toolprep.messages import frames as fr
+from toolprep.testing import FakeProviderServer
 
 
 def _load_after(client: WsClient, session_id: str, cwd: Path, after_seq: int) -> list[Message]:

@@ -13,8 +13,8 @@ from pathlib import Path
 from tests.acp.test_worker_front_death import DEADLINE_S, workers_of
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import alive, gone_within, pid_from
+from toolprep.testing import FakeProviderServer
 
 
 def group_members(pgid: int) -> list[int]:

@@ -21,9 +21,9 @@ import pytest
 from tests.daemon.conftest import KIND
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import DaemonProcess, daemon_environment
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.raw_upgrade import address_of, request_bytes, upgrade
 from tests.support.runtime_harness import message_text, provider_base_url
+from toolprep.testing import FakeProviderServer
 from toolprep.testing.daemon import serve_command
 
 ALLOWED = "https://editor.example"

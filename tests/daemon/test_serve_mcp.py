@@ -20,9 +20,9 @@ import pytest
 from tests.acp.test_mcp import echo_server, http_echo_server  # noqa: F401 (a fixture)
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.ws_client import WsClient
+from toolprep.testing import FakeProviderServer
 
 INVALID_PARAMS = -32602
 REPO = Path(__file__).resolve().parents[2]

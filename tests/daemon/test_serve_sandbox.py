@@ -21,8 +21,8 @@ import pytest
 
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import lifecycle
+from toolprep.testing import FakeProviderServer
 
 pytestmark = pytest.mark.process
 

@@ -19,9 +19,9 @@ import pytest
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import DaemonProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import alive, worker_pids_of
 from tests.support.runtime_harness import lifecycle
+from toolprep.testing import FakeProviderServer
 
 DEADLINE_S = 60.0  # far above what a clean stop takes; only a hang comes near it
 

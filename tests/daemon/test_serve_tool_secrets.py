@@ -15,8 +15,8 @@ import pytest
 
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import lifecycle
+from toolprep.testing import FakeProviderServer
 
 TOKEN = "serve-token-toolsecret-6d1f9a2c"
 LOOK = "env; echo; tr '\\0' ' ' < /proc/$PPID/cmdline"

@@ -17,8 +17,8 @@ from tests.support.degraded_store import (
     degrade_and_recover,
     discarded_after_recovery,
 )
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.small_disk import SmallDisk, Unwritable, small_disk
+from toolprep.testing import FakeProviderServer
 
 
 @pytest.fixture

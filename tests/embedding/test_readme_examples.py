@@ -14,8 +14,8 @@ from pathlib import Path
 
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import provider_base_url
+from toolprep.testing import FakeProviderServer
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 DEADLINE_S = 120.0

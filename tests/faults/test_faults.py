@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import ScriptedResponse
 from tests.support.runtime_harness import Harness, RecordingSink, check_cards, harness, lifecycle
 from toolprep.messages.content import TextPart
 from toolprep.runtime.tools.config import ToolConfig
 from toolprep.runtime.tools.registry import default_registry
+from toolprep.testing import ScriptedResponse
 
 PARIS = ("call_paris", "get_weather", {"city": "Paris"})
 TOKYO = ("call_tokyo", "get_weather", {"city": "Tokyo"})

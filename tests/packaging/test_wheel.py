@@ -102,6 +102,60 @@ def test_wheel_holds_every_source_package_and_resource(wheel: Path) -> None:
         assert f"toolprep/runtime/replay/{resource.name}" in packed
 
 
+KIT = {"__init__.py", "provider.py", "sse.py", "daemon.py", "ray_cluster.py"}
+"""``toolprep.testing``: the loopback provider, its SSE builders and the small helpers that go
+with them. The load generator and the benchmarks' tool live in ``benchmarks/``, not installed."""
+NOT_INSTALLED = ("bench", "load", "sse_server", "loopback", "soak", "stream_floor")
+
+
+def test_wheel_holds_the_test_kit_and_no_benchmark_or_load_generator(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        modules = [name for name in archive.namelist() if name.endswith(".py")]
+    kit = {name.removeprefix("toolprep/testing/") for name in modules if "/testing/" in name}
+    assert kit == KIT
+    for name in modules:
+        stem = name.rsplit("/", 1)[-1].removesuffix(".py")
+        assert not stem.startswith(NOT_INSTALLED), f"{name} is benchmark code in the wheel"
+        assert not name.startswith("benchmarks/"), name
+
+
+def test_installed_kit_streams_both_wires_to_the_real_sdks(installed: Path, tmp_path: Path) -> None:
+    """What an embedder gets from ``pip install toolprep``: the loopback provider and its
+    builders, enough to run the official SDKs against scripted turns, with no checkout."""
+    probe = textwrap.dedent(
+        """
+        import anthropic, openai
+        from toolprep.testing import FakeProviderServer, ScriptedResponse, anthropic_sse, openai_sse
+
+        with FakeProviderServer() as server:
+            server.enqueue(
+                ScriptedResponse(events=anthropic_sse("Hello over Anthropic")),
+                ScriptedResponse(events=openai_sse("Hello over OpenAI")),
+            )
+            with anthropic.Anthropic(base_url=server.base_url, api_key="k", max_retries=0) as a:
+                with a.messages.stream(
+                    model="m", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+                ) as stream:
+                    print(stream.get_final_text())
+            with openai.OpenAI(base_url=server.base_url + "/v1", api_key="k", max_retries=0) as o:
+                chunks = o.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+                )
+                print("".join(c.choices[0].delta.content or "" for c in chunks if c.choices))
+            print([r.path for r in server.requests])
+        """
+    )
+    result = subprocess.run(
+        [str(installed), "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "Hello over Anthropic",
+        "Hello over OpenAI",
+        "['/v1/messages', '/v1/chat/completions']",
+    ]
+
+
 def test_daemon_with_its_own_messages_and_runtime_imports_toolprep(
     installed: Path, tmp_path: Path
 ) -> None:

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.providers.helpers import flat, run_adapter, summarize, summarize_all
-from tests.support.fake_provider import anthropic_sse
 from toolprep.messages.content import FinishReason, GenerateContentResponse, response_to_dict
 from toolprep.messages.preparation import get_preparations
 from toolprep.runtime.providers.anthropic_adapter import (
@@ -20,6 +19,7 @@ from toolprep.runtime.providers.anthropic_adapter import (
 )
 from toolprep.runtime.providers.base import StreamError
 from toolprep.runtime.providers.sse import decode_sse
+from toolprep.testing import anthropic_sse
 
 START = {
     "type": "message_start",

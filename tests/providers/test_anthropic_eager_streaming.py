@@ -23,7 +23,6 @@ import anthropic
 import pytest
 
 from tests.providers.helpers import FIXTURES, anthropic_provider, collect
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse, anthropic_sse
 from tests.support.runtime_harness import (
     Harness,
     RecordingSink,
@@ -41,6 +40,7 @@ from toolprep.runtime.providers.base import ModelRequest
 from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 from toolprep.runtime.providers.routes import ModelRoute
 from toolprep.runtime.tools.registry import default_registry
+from toolprep.testing import FakeProviderServer, ScriptedResponse, anthropic_sse
 
 GREET_PY = (
     '"""Greeting helpers."""\n'

@@ -20,9 +20,9 @@ from tests.providers.helpers import (
     summarize_all,
 )
 from tests.providers.test_anthropic_eager_streaming import GREET_ARGS
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from toolprep.messages.content import Content, TextPart
 from toolprep.runtime.providers.base import ModelRequest, Provider, ToolDeclaration
+from toolprep.testing import FakeProviderServer, ScriptedResponse
 
 Expectation = tuple[list[tuple[str, ...]], tuple[str, bool, str] | None]
 

@@ -9,10 +9,10 @@ import pytest
 
 from tests.providers.helpers import anthropic_provider, collect, openai_provider, text_of
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from tests.support.runtime_harness import harness
 from toolprep.runtime.providers.base import ModelRequest, Provider
 from toolprep.runtime.providers.errors import not_event_stream
+from toolprep.testing import FakeProviderServer, ScriptedResponse
 
 KINDS = ["anthropic", "openai"]
 REQUEST = ModelRequest(model="m", history=())

@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.providers.helpers import flat, run_adapter, summarize, summarize_all
-from tests.support.fake_provider import openai_sse
 from toolprep.messages.content import FinishReason, GenerateContentResponse, response_to_dict
 from toolprep.messages.preparation import get_preparations
 from toolprep.runtime.providers.base import StreamError
 from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
 from toolprep.runtime.providers.sse import decode_sse
+from toolprep.testing import openai_sse
 
 _MISSING = object()
 

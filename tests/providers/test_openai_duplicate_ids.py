@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from tests.providers.helpers import flat
 from tests.providers.test_openai_adapter import calls, chunk, feed_all, item
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import ScriptedResponse, split_sse_events
 from tests.support.runtime_harness import check_cards, harness, lifecycle, tool_frames
 from toolprep.messages.content import FunctionCallPart
 from toolprep.runtime.providers.openai_adapter import OpenAIStreamAdapter
+from toolprep.testing import ScriptedResponse, split_sse_events
 
 WEATHER = '{"city": "Paris"}'
 README = '{"path": "README.md"}'

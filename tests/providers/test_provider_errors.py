@@ -10,15 +10,15 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.providers.helpers import anthropic_provider, collect, openai_provider, text_of
-from tests.support.fake_provider import (
+from toolprep.messages.content import Content, GenerateContentResponse, TextPart
+from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
+from toolprep.runtime.providers.factory import build_provider
+from toolprep.testing import (
     FakeProviderServer,
     ScriptedResponse,
     anthropic_sse,
     openai_sse,
 )
-from toolprep.messages.content import Content, GenerateContentResponse, TextPart
-from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
-from toolprep.runtime.providers.factory import build_provider
 
 REQUEST = ModelRequest(model="test-model", history=(Content("user", (TextPart("hi"),)),))
 

@@ -13,15 +13,15 @@ import httpx2
 import pytest
 
 from tests.providers.helpers import collect, text_of
-from tests.support.fake_provider import (
+from toolprep.messages.content import Content, TextPart
+from toolprep.runtime.providers.base import ModelRequest
+from toolprep.runtime.providers.factory import build_provider
+from toolprep.testing import (
     FakeProviderServer,
     ScriptedResponse,
     anthropic_sse,
     openai_sse,
 )
-from toolprep.messages.content import Content, TextPart
-from toolprep.runtime.providers.base import ModelRequest
-from toolprep.runtime.providers.factory import build_provider
 
 REQUEST = ModelRequest(model="m", history=(Content("user", (TextPart("hi"),)),), max_tokens=5)
 READ_TIMEOUT_S = 0.5

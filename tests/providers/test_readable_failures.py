@@ -8,10 +8,10 @@ as such, without aiohttp's parser code (a "400" that no server sent).
 from __future__ import annotations
 
 from tests.providers.helpers import collect, openai_provider
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse, openai_sse
 from toolprep.messages.content import Content, TextPart
 from toolprep.runtime.providers.base import ModelRequest
 from toolprep.runtime.providers.factory import build_provider
+from toolprep.testing import FakeProviderServer, ScriptedResponse, openai_sse
 
 REQUEST = ModelRequest(model="test-model", history=(Content("user", (TextPart("hi"),)),))
 

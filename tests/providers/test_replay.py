@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from tests.providers.helpers import collect, flat, text_of
-from tests.support.fake_provider import openai_sse
 from toolprep.messages.content import (
     Content,
     FunctionCall,
@@ -26,6 +25,7 @@ from toolprep.messages.content import (
 from toolprep.messages.preparation import get_preparations
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
 from toolprep.runtime.providers.replay import ReplayProvider, ReplayScript, ReplayTransport
+from toolprep.testing import openai_sse
 
 
 def replay(

@@ -7,12 +7,6 @@ from typing import Any
 import pytest
 
 from tests.providers.helpers import anthropic_provider, collect, openai_provider
-from tests.support.fake_provider import (
-    FakeProviderServer,
-    ScriptedResponse,
-    anthropic_sse,
-    openai_sse,
-)
 from toolprep.messages.content import (
     Content,
     FunctionCall,
@@ -25,6 +19,12 @@ from toolprep.messages.content import (
 from toolprep.runtime.providers.anthropic_adapter import REDACTED_THINKING_PREFIX
 from toolprep.runtime.providers.base import ModelRequest, ToolDeclaration
 from toolprep.runtime.providers.openai_provider import OpenAIProvider, build_chat_params
+from toolprep.testing import (
+    FakeProviderServer,
+    ScriptedResponse,
+    anthropic_sse,
+    openai_sse,
+)
 
 READ = ToolDeclaration(
     "read_file",

@@ -14,7 +14,6 @@ from freezegun import freeze_time
 
 from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from tests.support.runtime_harness import check_cards, harness
 from toolprep.runtime.hosting.model_routes import build_routes, resolve_provider_config
 from toolprep.runtime.kernel.retry import DEFAULT_MAX_RETRY_WAIT, RetryPolicy, RetryWait
@@ -22,6 +21,7 @@ from toolprep.runtime.providers.anthropic_provider import AnthropicProvider
 from toolprep.runtime.providers.deferred import DeferredProvider
 from toolprep.runtime.providers.errors import parse_retry_after
 from toolprep.runtime.providers.openai_provider import OpenAIProvider
+from toolprep.testing import FakeProviderServer, ScriptedResponse
 
 KINDS = ["anthropic", "openai"]
 

@@ -21,16 +21,16 @@ import openai
 import pytest
 
 from tests.providers.helpers import collect
-from tests.support.fake_provider import (
+from toolprep.messages.content import Content, TextPart
+from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
+from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
+from toolprep.runtime.providers.streaming import sdk_status_error
+from toolprep.testing import (
     FakeProviderServer,
     ScriptedResponse,
     anthropic_sse,
     openai_sse,
 )
-from toolprep.messages.content import Content, TextPart
-from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
-from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
-from toolprep.runtime.providers.streaming import sdk_status_error
 
 REQUEST = ModelRequest(model="m", history=(Content("user", (TextPart("hi"),)),), max_tokens=5)
 WIRES = ("anthropic", "openai")

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer, ScriptedResponse, unterminated_line
 from tests.support.runtime_harness import harness
 from toolprep.runtime.providers.base import StreamError
 from toolprep.runtime.providers.errors import format_bytes
 from toolprep.runtime.providers.sse import DEFAULT_MAX_EVENT_BYTES, SseDecoder, decode_sse
+from toolprep.testing import FakeProviderServer, ScriptedResponse, unterminated_line
 
 MIB = 1 << 20
 

@@ -21,13 +21,6 @@ import openai
 import pytest
 
 from tests.providers.helpers import collect
-from tests.support.fake_provider import (
-    FakeProviderServer,
-    RecordedRequest,
-    ScriptedResponse,
-    anthropic_sse,
-    openai_sse,
-)
 from toolprep.messages.content import (
     Content,
     FunctionCall,
@@ -43,6 +36,13 @@ from toolprep.runtime.providers.base import ModelRequest, ToolDeclaration
 from toolprep.runtime.providers.direct_post import environment_proxy
 from toolprep.runtime.providers.factory import DEFAULT_TIMEOUT, build_provider
 from toolprep.runtime.providers.openai_provider import build_chat_params
+from toolprep.testing import (
+    FakeProviderServer,
+    RecordedRequest,
+    ScriptedResponse,
+    anthropic_sse,
+    openai_sse,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -204,7 +204,7 @@ def test_a_body_that_is_not_json_is_a_final_invalid_request(provider_name: str) 
 _ONE_STREAM = textwrap.dedent(
     """
     import asyncio, gc, sys
-    from tests.support.fake_provider import (
+    from toolprep.testing import (
         FakeProviderServer, ScriptedResponse, anthropic_sse, openai_sse,
     )
     from toolprep.messages.content import Content, TextPart

@@ -21,7 +21,6 @@ import pytest
 
 from tests.runtime import scenarios as sc
 from tests.session_host.recording import RecordingFrameSink
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import gone_within, pid_from
 from tests.support.runtime_harness import (
     TURN_END,
@@ -45,6 +44,7 @@ from toolprep.runtime.kernel.session_host import (
 )
 from toolprep.runtime.store import SessionStore
 from toolprep.runtime.workers.process import WorkerSpec
+from toolprep.testing import FakeProviderServer
 
 ray = pytest.importorskip("ray")
 

@@ -23,11 +23,11 @@ from tests.support.daemon_process import (
     daemon_environment,
     refused_start,
 )
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message
 from tests.support.processes import gone_within, pid_from
 from tests.support.runtime_harness import check_cards, lifecycle, message_text, provider_base_url
 from tests.support.ws_client import WsClient
+from toolprep.testing import FakeProviderServer
 from toolprep.testing.daemon import serve_command
 
 ray = pytest.importorskip("ray")

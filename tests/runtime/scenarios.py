@@ -6,10 +6,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tests.support.fake_provider import ScriptedResponse as ScriptedResponse
-from tests.support.fake_provider import anthropic_sse as anthropic_sse
-from tests.support.fake_provider import openai_sse as openai_sse
-from tests.support.fake_provider import split_sse_events
+from toolprep.testing import ScriptedResponse as ScriptedResponse
+from toolprep.testing import anthropic_sse as anthropic_sse
+from toolprep.testing import openai_sse as openai_sse
+from toolprep.testing import split_sse_events
 
 Call = tuple[str, str, Mapping[str, Any]]
 

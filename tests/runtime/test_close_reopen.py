@@ -17,7 +17,6 @@ from pathlib import Path
 
 from tests.runtime import scenarios as sc
 from tests.session_host.recording import RecordingFrameSink
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import (
     TURN_END,
     check_cards,
@@ -31,6 +30,7 @@ from toolprep.messages.content import Candidate, Content, GenerateContentRespons
 from toolprep.messages.turns import AttemptChunks, ChunksReceived, TurnResult
 from toolprep.runtime.hosting.runtime import Runtime
 from toolprep.runtime.store import SessionStore
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 CYCLES = 30

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from tests.support.runtime_harness import RecordingSink, check_cards, lifecycle
+from tests.support.provider_process import provider_process
+from tests.support.runtime_harness import RecordingSink, RecordingTool, check_cards, lifecycle
 from toolprep.messages.content import TextPart
 from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
 from toolprep.runtime.providers.factory import build_provider
 from toolprep.runtime.providers.routes import ModelRoute
-from toolprep.testing.bench_tool import bench_registry
-from toolprep.testing.loopback import loopback_server
+from toolprep.runtime.tools.registry import ToolRegistry
 
 # The sessions of the whole test finish within this; the test's timeout adds room for the
 # set-up before and the checks after (cheap: the schema check validates each distinct frame once).
@@ -74,11 +74,10 @@ def _run_sessions(
 
 @pytest.mark.timeout(TEST_TIMEOUT_S)
 def test_thousand_sessions_constant_threads(tmp_path: Path) -> None:
-    with loopback_server(rate=0.0) as server:
-        registry = bench_registry()
-        provider = build_provider(
-            "anthropic", base_url=server.base_url, api_key="bench", max_retries=0
-        )
+    with provider_process() as base_url:
+        registry = ToolRegistry()
+        registry.register(RecordingTool())
+        provider = build_provider("anthropic", base_url=base_url, api_key="bench", max_retries=0)
         threads = OwnedThreads()
         runtime = Runtime([ModelRoute(provider, "bench")], registry, RuntimeConfig(tool_workers=4))
         at_start = threads.count()

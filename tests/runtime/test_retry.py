@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import ScriptedResponse
 from tests.support.runtime_harness import check_cards, harness, lifecycle
 from toolprep.runtime.kernel.retry import RetryPolicy
+from toolprep.testing import ScriptedResponse
 
 PARIS = ("call_paris", "get_weather", {"city": "Paris"})
 

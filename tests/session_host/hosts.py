@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import harness, provider_base_url
 from toolprep.runtime.kernel.session_host import SessionHost
 from toolprep.runtime.workers import WorkerHost, WorkerSpec
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 

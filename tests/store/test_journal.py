@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import RecordingSink, check_cards, harness, lifecycle
 from tests.support.sqlite_lock import write_locked
 from toolprep.messages import frames as fr
@@ -33,6 +32,7 @@ from toolprep.runtime.store.journal import (
     THREAD_NAME,
     StoreJournal,
 )
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 WEATHER = ("call_paris", "get_weather", {"city": "Paris"})

@@ -17,13 +17,13 @@ from typing import Any
 import orjson
 
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.runtime_harness import check_cards, harness, lifecycle, message_text
 from tests.support.sqlite_lock import write_locked
 from toolprep.messages import frames as fr
 from toolprep.runtime.store import SessionStore
 from toolprep.runtime.tools.base import ToolContext, ToolKind, ToolOutput
 from toolprep.runtime.tools.registry import default_registry
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 CALL = ("call_w", "log_entry", {"line": "hello"})

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import MessageLog
 from tests.support.thread_rebuilder import Card, Said, ThreadRebuilder
+from toolprep.testing import FakeProviderServer
 
 __all__ = ["KIND", "PLAN", "PROMPTS", "check_shown", "enqueue_answers", "run_prompt"]
 

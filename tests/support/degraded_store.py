@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.runtime import scenarios as sc
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.message_log import Message, MessageLog
 from tests.support.runtime_harness import lifecycle
 from toolprep.messages import frames as fr
 from toolprep.runtime.store import SessionStore
+from toolprep.testing import FakeProviderServer
 
 __all__ = [
     "NUMBERED_TURN",

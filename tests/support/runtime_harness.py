@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.acp_schema import validate_update
-from tests.support.fake_provider import FakeProviderServer
 from toolprep.messages.content import TextPart
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
@@ -31,6 +30,7 @@ from toolprep.runtime.providers.routes import ModelRoute
 from toolprep.runtime.store import SessionStore
 from toolprep.runtime.tools.base import ToolContext, ToolError, ToolKind, ToolOutput
 from toolprep.runtime.tools.registry import ToolRegistry, default_registry
+from toolprep.testing import FakeProviderServer
 
 TURN_END = {"sessionUpdate": "__turn_result__"}
 

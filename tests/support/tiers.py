@@ -65,7 +65,6 @@ SPAWNING_MODULES = frozenset(
         "toolprep.runtime.workers.worker_host",
         "toolprep.runtime.workers.worker_restarts",
         "toolprep.runtime.workers.process",
-        "toolprep.testing.loopback",  # the loopback provider runs in a process of its own
         "toolprep.testing.ray_cluster",
     }
 )

@@ -18,8 +18,8 @@ import orjson
 
 from tests.conftest import REPO_ROOT
 from tests.session_host.hosts import worker_spec
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import alive, gone_within
+from toolprep.testing import FakeProviderServer
 
 DEADLINE_S = 30.0
 

@@ -15,13 +15,13 @@ from tests.conftest import REPO_ROOT
 from tests.runtime import scenarios as sc
 from tests.session_host.hosts import worker_spec
 from tests.session_host.recording import RecordingFrameSink
-from tests.support.fake_provider import FakeProviderServer
 from tests.support.processes import gone_within
 from toolprep.messages.content import TextPart
 from toolprep.runtime.kernel.session_host import NoWorkerAvailable, SessionHostError
 from toolprep.runtime.workers import WorkerHost, WorkerSpec
 from toolprep.runtime.workers.backoff import RestartBackoff
 from toolprep.runtime.workers.wire import FrameReader, FrameWriter
+from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 TURN_S = 20.0

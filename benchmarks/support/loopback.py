@@ -1,4 +1,4 @@
-"""The loopback provider (``toolprep.testing.sse_server``) in its own process, and its counters.
+"""The load generator (``benchmarks.support.load_server``) in its own process, and its counters.
 
 Its own process so that its CPU is not counted as the runtime's; it prints its port as
 its first line and answers ``GET /stats``.
@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 
 __all__ = [
+    "BENCH_FILE",
     "LOOPBACK",
     "LoopbackServer",
     "loopback_server",
@@ -26,11 +27,17 @@ __all__ = [
 ]
 
 LOOPBACK = "127.0.0.1"
+REPO = Path(__file__).resolve().parents[2]
+
+BENCH_FILE = "bench.txt"
+"""The file the load generator's ``read_file`` calls read, relative to the session's
+working directory. Here, not in ``load_server``, because a benchmark child on another
+revision's interpreter imports this module and that revision may lack the test kit."""
 
 
 @dataclass
 class LoopbackServer:
-    """``toolprep.testing.sse_server`` running in its own process."""
+    """``benchmarks.support.load_server`` running in its own process."""
 
     process: subprocess.Popen[str]
     port: int
@@ -49,13 +56,15 @@ def loopback_server(
 ) -> Iterator[LoopbackServer]:
     """Start the provider process, yield it once it listens, always stop it.
 
-    ``tool`` is what its tool calls name (``sse_server.TOOLS``); ``python`` the
-    interpreter it runs on (one that has this ``toolprep`` installed).
+    ``tool`` is what its tool calls name (``load_server.TOOLS``); ``python`` the
+    interpreter it runs on (one that has this checkout's ``toolprep`` installed: the
+    server is the test kit's loopback provider). It runs in the repository's root, so
+    ``benchmarks`` is importable whatever the caller's working directory.
     """
-    command = [python, "-m", "toolprep.testing.sse_server", "--rate", str(rate), "--tool", tool]
+    command = [python, "-m", "benchmarks.support.load_server", "--rate", str(rate), "--tool", tool]
     if stall:
         command.append("--stall")
-    with port_reporting_process(command, "sse_server") as (process, port):
+    with port_reporting_process(command, "load_server", cwd=REPO) as (process, port):
         yield LoopbackServer(process, port)
 
 

@@ -13,7 +13,7 @@ __all__ = ["BenchTool", "bench_registry"]
 
 
 class BenchTool:
-    """Named in every tool call of the loopback provider (``sse_server --tool bench_tool``)."""
+    """Named in every tool call of the load generator (``load_server --tool bench_tool``)."""
 
     name = "bench_tool"
     description = "Writes nothing; returns at once"
