@@ -21,12 +21,13 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+
+from tests.support.eventually import eventually
 
 COUNTER = struct.Struct("<Q")
 _AT_FDCWD = -100
@@ -88,11 +89,13 @@ class Flipper:
 
     def wait_past(self, seen: int) -> int:
         """Wait (polling, generous deadline) until more than ``seen`` swaps were made."""
-        deadline = time.monotonic() + _DEADLINE
-        while (now := self.flips()) <= seen:
-            assert time.monotonic() < deadline, f"the flipper stalled at {now} swaps"
-            time.sleep(0.0001)
-        return now
+
+        def past() -> int:
+            now = self.flips()
+            assert now > seen, f"the flipper stalled at {now} swaps"
+            return now
+
+        return eventually(past, timeout=_DEADLINE, interval=0.0001)
 
 
 @contextmanager

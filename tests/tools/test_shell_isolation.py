@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.eventually import eventually
 from tests.support.processes import alive, gone_within
 from toolprep.runtime.config import resolve_settings, scrubbed_variable_names
 from toolprep.runtime.tools.base import ToolContext, ToolError
@@ -182,10 +182,7 @@ def test_stop_without_waiting_escalates_to_sigkill(cwd: Path) -> None:
     groups = ProcessGroups(grace_s=2.0)
     groups.add("s1", proc.pid)
     try:
-        deadline = time.monotonic() + 30
-        while not (cwd / "bg.pid").exists() or not (cwd / "bg.pid").read_text().strip():
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        eventually(lambda: (cwd / "bg.pid").exists() and (cwd / "bg.pid").read_text().strip())
         pid = int((cwd / "bg.pid").read_text())
         groups.stop("s1", wait=False)
         # Still running: stop returned without waiting out the grace period.
