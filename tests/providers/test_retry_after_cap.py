@@ -12,8 +12,8 @@ import pytest
 from acp import text_block
 from freezegun import freeze_time
 
-from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import RecordingClient, agent_command, running_agent
 from tests.support.fake_provider import FakeProviderServer, ScriptedResponse
 from tests.support.runtime_harness import check_cards, harness
 from toolprep.runtime.config import build_routes, resolve_settings
