@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from tests.support.eventually import eventually
-
 COUNTER = struct.Struct("<Q")
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
@@ -89,6 +87,9 @@ class Flipper:
 
     def wait_past(self, seen: int) -> int:
         """Wait (polling, generous deadline) until more than ``seen`` swaps were made."""
+
+        # Imported here: the flipper process runs this file as a script, without the suite.
+        from tests.support.eventually import eventually
 
         def past() -> int:
             now = self.flips()
