@@ -8,34 +8,64 @@ from typing import Any
 
 import pytest
 
-from tests.acp.conftest import RawAgent, agent_command
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import AgentProcess, agent_command
 from tests.support.runtime_harness import check_cards, lifecycle
 from toolprep.testing import FakeProviderServer
 
 
-@pytest.fixture
-def agent(tmp_path: Path) -> Iterator[tuple[RawAgent, FakeProviderServer]]:
+def _started(server: FakeProviderServer, workdir: Path) -> AgentProcess:
+    command, env = agent_command("anthropic", server, "--max-line-bytes", "4096")
+    raw = AgentProcess(command, env, workdir, workdir / "stderr.log")
+    raw.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+    reply, _ = raw.read_until_id(0)
+    assert reply["result"]["protocolVersion"] == 1
+    return raw
+
+
+@pytest.fixture(scope="module")
+def shared_agent(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[AgentProcess, FakeProviderServer]]:
+    """One agent for the tests that leave it running: each opens sessions of its own."""
     with FakeProviderServer() as server:
-        raw = RawAgent(*agent_command("anthropic", server, "--max-line-bytes", "4096"))
-        raw.send(
-            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
-        )
-        reply, _ = raw.read_until_id(0)
-        assert reply["result"]["protocolVersion"] == 1
+        raw = _started(server, tmp_path_factory.mktemp("shared-agent"))
         try:
             yield raw, server
         finally:
             raw.dispose()
 
 
-def _error(agent: RawAgent, request_id: object) -> dict[str, object]:
+@pytest.fixture
+def agent(
+    shared_agent: tuple[AgentProcess, FakeProviderServer],
+) -> tuple[AgentProcess, FakeProviderServer]:
+    """The shared agent, read from the end of what earlier tests left, its provider clean."""
+    raw, server = shared_agent
+    assert raw.process.poll() is None, raw.stderr()
+    raw.skip_read()
+    server.reset()
+    return raw, server
+
+
+@pytest.fixture
+def own_agent(tmp_path: Path) -> Iterator[tuple[AgentProcess, FakeProviderServer]]:
+    """An agent of the test's own, for a test that ends it."""
+    with FakeProviderServer() as server:
+        raw = _started(server, tmp_path)
+        try:
+            yield raw, server
+        finally:
+            raw.dispose()
+
+
+def _error(agent: AgentProcess, request_id: object) -> dict[str, object]:
     reply, _ = agent.read_until_id(request_id)
     assert "error" in reply, reply
     return reply["error"]  # type: ignore[no-any-return]
 
 
-def _still_works(agent: RawAgent, tmp_path: Path, request_id: int = 99) -> str:
+def _still_works(agent: AgentProcess, tmp_path: Path, request_id: int = 99) -> str:
     agent.send(
         {
             "jsonrpc": "2.0",
@@ -48,7 +78,7 @@ def _still_works(agent: RawAgent, tmp_path: Path, request_id: int = 99) -> str:
     return str(reply["result"]["sessionId"])
 
 
-def test_parse_error(agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path) -> None:
+def test_parse_error(agent: tuple[AgentProcess, FakeProviderServer], tmp_path: Path) -> None:
     raw, _ = agent
     raw.send_raw(b'{"jsonrpc": "2.0", "id": 1, "method": \n')
     error = _error(raw, None)
@@ -56,7 +86,7 @@ def test_parse_error(agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path)
     _still_works(raw, tmp_path)
 
 
-def test_invalid_request(agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path) -> None:
+def test_invalid_request(agent: tuple[AgentProcess, FakeProviderServer], tmp_path: Path) -> None:
     raw, _ = agent
     raw.send({"id": 2, "method": "session/new", "params": {}})  # no "jsonrpc": "2.0"
     assert _error(raw, 2)["code"] == -32600
@@ -66,7 +96,7 @@ def test_invalid_request(agent: tuple[RawAgent, FakeProviderServer], tmp_path: P
 
 
 def test_unknown_method_is_named(
-    agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path
+    agent: tuple[AgentProcess, FakeProviderServer], tmp_path: Path
 ) -> None:
     raw, _ = agent
     raw.send({"jsonrpc": "2.0", "id": 4, "method": "session/teleport", "params": {}})
@@ -85,7 +115,7 @@ def test_unknown_method_is_named(
     ],
 )
 def test_bad_params_name_the_field(
-    agent: tuple[RawAgent, FakeProviderServer],
+    agent: tuple[AgentProcess, FakeProviderServer],
     tmp_path: Path,
     method: str,
     params: dict[str, object],
@@ -99,7 +129,7 @@ def test_bad_params_name_the_field(
 
 
 def test_bad_prompt_block_is_named(
-    agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path
+    agent: tuple[AgentProcess, FakeProviderServer], tmp_path: Path
 ) -> None:
     raw, _ = agent
     session_id = _still_works(raw, tmp_path, 6)
@@ -116,7 +146,7 @@ def test_bad_prompt_block_is_named(
 
 
 def test_unknown_session_is_a_clear_error(
-    agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path
+    agent: tuple[AgentProcess, FakeProviderServer], tmp_path: Path
 ) -> None:
     raw, _ = agent
     raw.send(
@@ -134,7 +164,7 @@ def test_unknown_session_is_a_clear_error(
 
 
 def test_oversized_line_is_rejected_and_next_line_served(
-    agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path
+    agent: tuple[AgentProcess, FakeProviderServer], tmp_path: Path
 ) -> None:
     raw, _ = agent
     raw.send_raw(
@@ -148,9 +178,9 @@ def test_oversized_line_is_rejected_and_next_line_served(
 
 
 def test_stdin_eof_mid_turn_discards_cards_and_exits(
-    agent: tuple[RawAgent, FakeProviderServer], tmp_path: Path
+    own_agent: tuple[AgentProcess, FakeProviderServer], tmp_path: Path
 ) -> None:
-    raw, server = agent
+    raw, server = own_agent
     server.enqueue(sc.prepared_then_stall("anthropic", ("call_eof", "read_file", {"path": "a"})))
     session_id = _still_works(raw, tmp_path, 10)
     raw.send(
@@ -167,9 +197,7 @@ def test_stdin_eof_mid_turn_discards_cards_and_exits(
         if message.get("method") == "session/update":
             frames.append(message["params"]["update"])
     assert raw.close(timeout=15) == 0
-    assert raw.process.stdout is not None
-    for line in raw.process.stdout.read().splitlines():
-        message = __import__("orjson").loads(line)
+    for message in raw.unread():  # what it wrote before it exited
         if message.get("method") == "session/update":
             frames.append(message["params"]["update"])
     check_cards(frames)

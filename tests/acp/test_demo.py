@@ -8,8 +8,8 @@ import sys
 import orjson
 import pytest
 
-from tests.acp.conftest import REPO
 from tests.support.acp_schema import validate_agent_message
+from tests.support.agent_process import REPO
 from tests.support.runtime_harness import check_cards, lifecycle
 
 

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from tests.support.runtime_harness import check_cards, lifecycle
 from toolprep.testing import FakeProviderServer, ScriptedResponse
 

@@ -16,12 +16,14 @@ import pytest
 from acp import text_block
 from acp.schema import ReadTextFileResponse
 
-from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import (
+    RecordingClient,
+    SharedSdkAgents,
+)
 from tests.support.runtime_harness import check_cards, lifecycle
 from toolprep.runtime.acp.jsonrpc_transport import DEFAULT_MAX_LINE_BYTES
 from toolprep.runtime.tools.config import ToolConfig
-from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 HUGE_BYTES = DEFAULT_MAX_LINE_BYTES + 1024 * 1024
@@ -49,55 +51,54 @@ def _failure_text(frames: list[dict[str, Any]], call_id: str) -> str:
     return str(failed[0].get("content"))
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("workers", ["1", "2"])  # the failed answer crosses the worker front
 async def test_huge_editor_reply_fails_the_read_at_once_and_the_session_goes_on(
-    workers: str, tmp_path: Path
+    workers: str, tmp_path: Path, shared_sdk_agents: SharedSdkAgents
 ) -> None:
     (tmp_path / "huge.txt").write_text("on disk\n")
     (tmp_path / "small.txt").write_text("small file\n")
-    with FakeProviderServer() as server:
-        server.enqueue(
-            sc.ok(sc.calls_turn(KIND, [("call_huge", "read_file", {"path": "huge.txt"})])),
-            sc.ok(sc.text_turn(KIND, "That file is too big.")),
-            sc.ok(sc.calls_turn(KIND, [("call_small", "read_file", {"path": "small.txt"})])),
-            sc.ok(sc.text_turn(KIND, "Read the small one.")),
-        )
-        client = HugeBufferClient()
-        command = agent_command(KIND, server, "--workers", workers)
-        async with running_agent(*command, client, client_fs=True) as (conn, _):
-            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("read")])
-            again = await conn.prompt(session_id=session.session_id, prompt=[text_block("more")])
-        frames = client.frames()
-        check_cards(frames)
-        assert reply.stop_reason == "end_turn" and again.stop_reason == "end_turn"
-        message = _failure_text(frames, "call_huge")
-        # Failed by the size of the reply, at once: waiting out the editor timeout fails the
-        # read with "the editor did not answer" instead.
-        assert "did not answer" not in message
-        # The SDK's reply line: the content plus its JSON envelope, so at least this much over.
-        assert "file too large for the editor channel (" in message
-        assert f"bytes over the {DEFAULT_MAX_LINE_BYTES}-byte limit)" in message
-        over = int(message.split("editor channel (")[1].split(" bytes")[0])
-        assert (
-            HUGE_BYTES - DEFAULT_MAX_LINE_BYTES <= over < HUGE_BYTES - DEFAULT_MAX_LINE_BYTES + 500
-        )
-        assert "file too large for the editor channel" in str(server.requests[1].body)
-        # The same session then reads through the editor as usual.
-        assert lifecycle(frames)["call_small"][-1] == "completed"
-        assert "small file" in str(server.requests[3].body)
+    client = HugeBufferClient()
+    conn, server = await shared_sdk_agents.agent(KIND, client, "--workers", workers, client_fs=True)
+    server.enqueue(
+        sc.ok(sc.calls_turn(KIND, [("call_huge", "read_file", {"path": "huge.txt"})])),
+        sc.ok(sc.text_turn(KIND, "That file is too big.")),
+        sc.ok(sc.calls_turn(KIND, [("call_small", "read_file", {"path": "small.txt"})])),
+        sc.ok(sc.text_turn(KIND, "Read the small one.")),
+    )
+    session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("read")])
+    again = await conn.prompt(session_id=session.session_id, prompt=[text_block("more")])
+    frames = client.frames()
+    check_cards(frames)
+    assert reply.stop_reason == "end_turn" and again.stop_reason == "end_turn"
+    message = _failure_text(frames, "call_huge")
+    # Failed by the size of the reply, at once: waiting out the editor timeout fails the
+    # read with "the editor did not answer" instead.
+    assert "did not answer" not in message
+    # The SDK's reply line: the content plus its JSON envelope, so at least this much over.
+    assert "file too large for the editor channel (" in message
+    assert f"bytes over the {DEFAULT_MAX_LINE_BYTES}-byte limit)" in message
+    over = int(message.split("editor channel (")[1].split(" bytes")[0])
+    assert HUGE_BYTES - DEFAULT_MAX_LINE_BYTES <= over < HUGE_BYTES - DEFAULT_MAX_LINE_BYTES + 500
+    assert "file too large for the editor channel" in str(server.requests[1].body)
+    # The same session then reads through the editor as usual.
+    assert lifecycle(frames)["call_small"][-1] == "completed"
+    assert "small file" in str(server.requests[3].body)
 
 
-async def test_write_over_a_huge_file_sends_a_small_card(tmp_path: Path) -> None:
+@pytest.mark.asyncio(loop_scope="module")
+async def test_write_over_a_huge_file_sends_a_small_card(
+    tmp_path: Path, shared_sdk_agents: SharedSdkAgents
+) -> None:
     huge = tmp_path / "dump.log"
     huge.write_bytes(b"log line\n" * (10 * 1024 * 1024 // 9))
     write = ("call_write", "write_file", {"path": "dump.log", "content": "trimmed\n"})
-    with FakeProviderServer() as server:
-        server.enqueue(sc.ok(sc.calls_turn(KIND, [write])), sc.ok(sc.text_turn(KIND, "Done.")))
-        client = RecordingClient()
-        async with running_agent(*agent_command(KIND, server), client) as (conn, _):
-            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("trim")])
+    client = RecordingClient()
+    conn, server = await shared_sdk_agents.agent(KIND, client)
+    server.enqueue(sc.ok(sc.calls_turn(KIND, [write])), sc.ok(sc.text_turn(KIND, "Done.")))
+    session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("trim")])
     assert reply.stop_reason == "end_turn"
     check_cards(client.frames())
     assert huge.read_text() == "trimmed\n"

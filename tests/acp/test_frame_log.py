@@ -18,10 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate_update
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from tests.support.message_log import Message
 from tests.support.runtime_harness import check_cards, is_discarded, lifecycle, message_text
 from tests.support.sqlite_lock import write_locked

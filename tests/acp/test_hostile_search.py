@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 from acp import text_block
 
-from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import (
+    RecordingClient,
+    SharedSdkAgents,
+)
 from tests.support.runtime_harness import check_cards, lifecycle
-from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"
 
@@ -39,72 +41,75 @@ def _states(client: RecordingClient, session_id: str, call_id: str) -> list[str]
     return lifecycle(client.frames(session_id)).get(call_id, [])
 
 
+@pytest.mark.asyncio(loop_scope="module")
 async def test_hostile_search_leaves_other_sessions_served_and_is_cancellable(
     tmp_path: Path,
+    shared_sdk_agents: SharedSdkAgents,
 ) -> None:
     _hostile_tree(tmp_path)
     # (?-m) keeps the search on its line-by-line path, so over this tree it runs for
     # seconds (up to its 20s time budget) and is still running when B has finished.
     hostile = ("call_hostile", "search", {"pattern": r"(?-m)\A(a+)+$"})
-    with FakeProviderServer() as server:
-        server.enqueue(
-            sc.ok(sc.calls_turn(KIND, [hostile])),
-            sc.ok(sc.text_turn(KIND, "B answered.")),
-            sc.ok(sc.text_turn(KIND, "A answered again.")),
-        )
-        client = RecordingClient()
-        async with running_agent(*agent_command(KIND, server), client) as (conn, _):
-            one = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            two = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            turn_a = asyncio.create_task(
-                conn.prompt(session_id=one.session_id, prompt=[text_block("search")])
-            )
-            await client.wait_for(
-                lambda _: "in_progress" in _states(client, one.session_id, "call_hostile")
-            )
-            reply_b = await asyncio.wait_for(
-                conn.prompt(session_id=two.session_id, prompt=[text_block("hello")]), 30
-            )
-            assert reply_b.stop_reason == "end_turn"
-            # B was served while A's search was still running, not after it.
-            assert _states(client, one.session_id, "call_hostile")[-1] == "in_progress"
+    client = RecordingClient()
+    conn, server = await shared_sdk_agents.agent(KIND, client)
+    server.enqueue(
+        sc.ok(sc.calls_turn(KIND, [hostile])),
+        sc.ok(sc.text_turn(KIND, "B answered.")),
+        sc.ok(sc.text_turn(KIND, "A answered again.")),
+    )
+    one = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    two = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    turn_a = asyncio.create_task(
+        conn.prompt(session_id=one.session_id, prompt=[text_block("search")])
+    )
+    await client.wait_for(
+        lambda _: "in_progress" in _states(client, one.session_id, "call_hostile")
+    )
+    reply_b = await asyncio.wait_for(
+        conn.prompt(session_id=two.session_id, prompt=[text_block("hello")]), 30
+    )
+    assert reply_b.stop_reason == "end_turn"
+    # B was served while A's search was still running, not after it.
+    assert _states(client, one.session_id, "call_hostile")[-1] == "in_progress"
 
-            await conn.cancel(session_id=one.session_id)
-            reply_a = await asyncio.wait_for(turn_a, 15)
-            assert reply_a.stop_reason == "cancelled"
+    await conn.cancel(session_id=one.session_id)
+    reply_a = await asyncio.wait_for(turn_a, 15)
+    assert reply_a.stop_reason == "cancelled"
 
-            again = await asyncio.wait_for(
-                conn.prompt(session_id=one.session_id, prompt=[text_block("still there?")]), 30
-            )
-            assert again.stop_reason == "end_turn"
-        texts = "".join(
-            f["content"]["text"]
-            for f in client.frames(two.session_id)
-            if f["sessionUpdate"] == "agent_message_chunk"
-        )
-        assert texts == "B answered."
-        for sid in (one.session_id, two.session_id):
-            check_cards(client.frames(sid))
+    again = await asyncio.wait_for(
+        conn.prompt(session_id=one.session_id, prompt=[text_block("still there?")]), 30
+    )
+    assert again.stop_reason == "end_turn"
+    texts = "".join(
+        f["content"]["text"]
+        for f in client.frames(two.session_id)
+        if f["sessionUpdate"] == "agent_message_chunk"
+    )
+    assert texts == "B answered."
+    for sid in (one.session_id, two.session_id):
+        check_cards(client.frames(sid))
 
 
-async def test_hostile_pattern_and_glob_complete_over_stdio(tmp_path: Path) -> None:
+@pytest.mark.asyncio(loop_scope="module")
+async def test_hostile_pattern_and_glob_complete_over_stdio(
+    tmp_path: Path, shared_sdk_agents: SharedSdkAgents
+) -> None:
     long_name = "a" * 200  # against which the glob's translation would backtrack
     (tmp_path / long_name).write_text("a" * 50_000 + "!\naaa\n")
     (tmp_path / "other.txt").write_text("aaa\n")
     call = ("call_search", "search", {"pattern": "(a+)+$", "glob": "*a" * 12 + "*"})
-    with FakeProviderServer() as server:
-        server.enqueue(sc.ok(sc.calls_turn(KIND, [call])), sc.ok(sc.text_turn(KIND, "Done.")))
-        client = RecordingClient()
-        async with running_agent(*agent_command(KIND, server), client) as (conn, _):
-            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            reply = await asyncio.wait_for(
-                conn.prompt(session_id=session.session_id, prompt=[text_block("go")]), 60
-            )
-        assert reply.stop_reason == "end_turn"
-        frames = client.frames(session.session_id)
-        assert _states(client, session.session_id, "call_search")[-1] == "completed"
-        completed = next(f for f in frames if f.get("status") == "completed")
-        assert completed["rawOutput"] == {"matches": 1, "files": 1, "truncated": False}
-        assert f"{long_name}:2:aaa" in str(completed["content"])
-        # The search result reached the model on the follow-up request.
-        assert f"{long_name}:2:aaa" in str(server.requests[1].body)
+    client = RecordingClient()
+    conn, server = await shared_sdk_agents.agent(KIND, client)
+    server.enqueue(sc.ok(sc.calls_turn(KIND, [call])), sc.ok(sc.text_turn(KIND, "Done.")))
+    session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    reply = await asyncio.wait_for(
+        conn.prompt(session_id=session.session_id, prompt=[text_block("go")]), 60
+    )
+    assert reply.stop_reason == "end_turn"
+    frames = client.frames(session.session_id)
+    assert _states(client, session.session_id, "call_search")[-1] == "completed"
+    completed = next(f for f in frames if f.get("status") == "completed")
+    assert completed["rawOutput"] == {"matches": 1, "files": 1, "truncated": False}
+    assert f"{long_name}:2:aaa" in str(completed["content"])
+    # The search result reached the model on the follow-up request.
+    assert f"{long_name}:2:aaa" in str(server.requests[1].body)

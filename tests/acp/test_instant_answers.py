@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from tests.support.message_log import Message
 from tests.support.runtime_harness import check_cards, lifecycle
 from toolprep.testing import FakeProviderServer

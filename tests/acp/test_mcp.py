@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -26,9 +25,16 @@ import pytest
 from acp import text_block
 from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio
 
-from tests.acp.conftest import REPO, RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import (
+    REPO,
+    AgentProcess,
+    RecordingClient,
+    SharedSdkAgents,
+    agent_command,
+    running_agent,
+)
+from tests.support.eventually import eventually, eventually_async
 from tests.support.processes import gone_within, none_with_argument_within, pids_with_argument
 from tests.support.runtime_harness import check_cards, lifecycle, tool_frames
 from toolprep.testing import FakeProviderServer
@@ -82,58 +88,57 @@ def _permission_asked_for(client: RecordingClient) -> list[str]:
     ]
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("workers", ["1", "2"])
-async def test_mcp_tools_run_as_session_tools(workers: str, tmp_path: Path) -> None:
+async def test_mcp_tools_run_as_session_tools(
+    workers: str, tmp_path: Path, shared_sdk_agents: SharedSdkAgents
+) -> None:
     tag = _tag()
     calls = [
         ("call_echo", "mcp__echo__echo", {"text": "hello"}),
         ("call_key", "mcp__echo__env_has", {"name": "ANTHROPIC_API_KEY"}),
         ("call_probe", "mcp__echo__env_has", {"name": PROBE}),
     ]
-    with FakeProviderServer() as server:
-        server.enqueue(sc.ok(sc.calls_turn(KIND, calls)), sc.ok(sc.text_turn(KIND, "Echoed.")))
-        command, env = agent_command(
-            KIND,
-            server,
-            *UNCONFINED,
-            "--no-persist",
-            "--workers",
-            workers,
-            "--trust-mcp-server",
-            "echo",
-        )
-        client = RecordingClient()
-        async with running_agent(command, env, client) as (conn, _):
-            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[echo_server(tag)])
-            assert len(pids_with_argument(tag)) == 1  # started with the session
-            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
-            assert reply.stop_reason == "end_turn"
-            await conn.close_session(session_id=session.session_id)
-            # Gone while the agent still runs: closing the session stopped it.
-            assert none_with_argument_within(tag, DEADLINE_S)
+    client = RecordingClient()
+    conn, server = await shared_sdk_agents.agent(
+        KIND,
+        client,
+        *UNCONFINED,
+        "--no-persist",
+        "--workers",
+        workers,
+        "--trust-mcp-server",
+        "echo",
+    )
+    server.enqueue(sc.ok(sc.calls_turn(KIND, calls)), sc.ok(sc.text_turn(KIND, "Echoed.")))
+    session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[echo_server(tag)])
+    assert len(pids_with_argument(tag)) == 1  # started with the session
+    reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+    assert reply.stop_reason == "end_turn"
+    await conn.close_session(session_id=session.session_id)
+    # Gone while the agent still runs: closing the session stopped it.
+    assert none_with_argument_within(tag, DEADLINE_S)
 
-        frames = client.frames()
-        check_cards(frames)
-        assert lifecycle(frames) == {
-            call_id: ["preparing", "in_progress", "completed"] for call_id, _, _ in calls
-        }
-        for frame in tool_frames(frames):
-            assert frame["_meta"]["provenance"] == "mcp", frame
-            assert frame["_meta"]["serverId"] == "echo", frame
-        assert "echo: hello" in _card_text(frames, "call_echo")
-        # The provider's key never reached the server; the client's env entry did.
-        assert "ANTHROPIC_API_KEY is not set" in _card_text(frames, "call_key")
-        assert f"{PROBE} is set" in _card_text(frames, "call_probe")
-        # Only the tool the (trusted) server does not call read-only asked first; the
-        # option crossed to the worker processes too.
-        assert _permission_asked_for(client) == ["call_echo"]
+    frames = client.frames()
+    check_cards(frames)
+    assert lifecycle(frames) == {
+        call_id: ["preparing", "in_progress", "completed"] for call_id, _, _ in calls
+    }
+    for frame in tool_frames(frames):
+        assert frame["_meta"]["provenance"] == "mcp", frame
+        assert frame["_meta"]["serverId"] == "echo", frame
+    assert "echo: hello" in _card_text(frames, "call_echo")
+    # The provider's key never reached the server; the client's env entry did.
+    assert "ANTHROPIC_API_KEY is not set" in _card_text(frames, "call_key")
+    assert f"{PROBE} is set" in _card_text(frames, "call_probe")
+    # Only the tool the (trusted) server does not call read-only asked first; the
+    # option crossed to the worker processes too.
+    assert _permission_asked_for(client) == ["call_echo"]
 
-        offered = _tools_offered(server.requests[0].body)
-        assert offered["mcp__echo__echo"]["input_schema"]["properties"]["text"]["type"] == (
-            "string"
-        )
-        assert "read_file" in offered  # the built-ins stay
-        assert "echo: hello" in json.dumps(server.requests[1].body)
+    offered = _tools_offered(server.requests[0].body)
+    assert offered["mcp__echo__echo"]["input_schema"]["properties"]["text"]["type"] == ("string")
+    assert "read_file" in offered  # the built-ins stay
+    assert "echo: hello" in json.dumps(server.requests[1].body)
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
@@ -166,57 +171,49 @@ async def test_a_secret_a_server_finds_on_its_own_is_masked_in_its_result(
         assert key not in json.dumps(server.requests[1].body)
 
 
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("workers", ["1", "2"])
 async def test_crash_and_timeout_fail_their_cards_and_the_session_goes_on(
-    workers: str, tmp_path: Path
+    workers: str, tmp_path: Path, shared_sdk_agents: SharedSdkAgents
 ) -> None:
     tag = _tag()
     first = [("call_slow", "mcp__echo__sleep", {"seconds": 30})]
     second = [("call_crash", "mcp__echo__crash", {"code": 3})]
     third = [("call_after", "mcp__echo__echo", {"text": "anyone?"})]
-    with FakeProviderServer() as server:
-        server.enqueue(
-            sc.ok(sc.calls_turn(KIND, first)),
-            sc.ok(sc.calls_turn(KIND, second)),
-            sc.ok(sc.calls_turn(KIND, third)),
-            sc.ok(sc.text_turn(KIND, "The server is gone.")),
-            sc.ok(sc.text_turn(KIND, "Still here.")),
-        )
-        command, env = agent_command(
-            KIND,
-            server,
-            *UNCONFINED,
-            "--no-persist",
-            "--workers",
-            workers,
-            "--mcp-call-timeout",
-            "2",
-        )
-        client = RecordingClient()
-        async with running_agent(command, env, client) as (conn, _):
-            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[echo_server(tag)])
-            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
-            assert reply.stop_reason == "end_turn"
-            again = await conn.prompt(session_id=session.session_id, prompt=[text_block("more")])
-            assert again.stop_reason == "end_turn"
-            assert none_with_argument_within(tag, DEADLINE_S)
+    client = RecordingClient()
+    conn, server = await shared_sdk_agents.agent(
+        KIND, client, *UNCONFINED, "--no-persist", "--workers", workers, "--mcp-call-timeout", "2"
+    )
+    server.enqueue(
+        sc.ok(sc.calls_turn(KIND, first)),
+        sc.ok(sc.calls_turn(KIND, second)),
+        sc.ok(sc.calls_turn(KIND, third)),
+        sc.ok(sc.text_turn(KIND, "The server is gone.")),
+        sc.ok(sc.text_turn(KIND, "Still here.")),
+    )
+    session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[echo_server(tag)])
+    reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+    assert reply.stop_reason == "end_turn"
+    again = await conn.prompt(session_id=session.session_id, prompt=[text_block("more")])
+    assert again.stop_reason == "end_turn"
+    assert none_with_argument_within(tag, DEADLINE_S)
 
-        frames = client.frames()
-        check_cards(frames)
-        assert lifecycle(frames) == {
-            "call_slow": ["preparing", "in_progress", "failed"],
-            "call_crash": ["preparing", "in_progress", "failed"],
-            "call_after": ["preparing", "in_progress", "failed"],
-        }
-        for frame in tool_frames(frames):
-            assert frame["_meta"]["provenance"] == "mcp", frame
-            assert frame["_meta"]["serverId"] == "echo", frame
-        assert "MCP server 'echo' did not answer within 2 s" in _card_text(frames, "call_slow")
-        crashed = "MCP server 'echo' exited (code 3) during the call"
-        assert crashed in _card_text(frames, "call_crash")
-        assert "MCP server 'echo' is not running" in _card_text(frames, "call_after")
-        assert crashed in json.dumps(server.requests[2].body)  # the model was told too
-        assert len(server.requests) == 5
+    frames = client.frames()
+    check_cards(frames)
+    assert lifecycle(frames) == {
+        "call_slow": ["preparing", "in_progress", "failed"],
+        "call_crash": ["preparing", "in_progress", "failed"],
+        "call_after": ["preparing", "in_progress", "failed"],
+    }
+    for frame in tool_frames(frames):
+        assert frame["_meta"]["provenance"] == "mcp", frame
+        assert frame["_meta"]["serverId"] == "echo", frame
+    assert "MCP server 'echo' did not answer within 2 s" in _card_text(frames, "call_slow")
+    crashed = "MCP server 'echo' exited (code 3) during the call"
+    assert crashed in _card_text(frames, "call_crash")
+    assert "MCP server 'echo' is not running" in _card_text(frames, "call_after")
+    assert crashed in json.dumps(server.requests[2].body)  # the model was told too
+    assert len(server.requests) == 5
 
 
 def _parent_of(pid: int) -> int:
@@ -241,10 +238,12 @@ async def test_a_killed_worker_takes_its_servers_and_the_replacement_starts_them
             os.kill(worker, signal.SIGKILL)
             assert gone_within(first, DEADLINE_S)
             # The replacement worker reopened the session with the same servers.
-            deadline = time.monotonic() + DEADLINE_S
-            while not (restarted := pids_with_argument(tag)):
-                assert time.monotonic() < deadline, "the server was not started again"
-                await asyncio.sleep(0.1)
+            restarted = await eventually_async(
+                lambda: pids_with_argument(tag),
+                timeout=DEADLINE_S,
+                interval=0.1,
+                what="the server was not started again",
+            )
             pids.extend(restarted)
             assert _parent_of(restarted[0]) not in (worker, agent.pid)
             reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
@@ -398,33 +397,42 @@ def http_echo_server(tmp_path: Path) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while not port_file.is_file() or not port_file.read_text().endswith("\n"):
-            assert time.monotonic() < deadline, "the HTTP server wrote no port"
-            time.sleep(0.05)
-        port = int(port_file.read_text())
-        while not _listens(port):
-            assert time.monotonic() < deadline, "the HTTP server never listened"
-            time.sleep(0.1)
+
+        def port_written() -> str:
+            text = port_file.read_text() if port_file.is_file() else ""
+            return text if text.endswith("\n") else ""
+
+        port = int(
+            eventually(port_written, timeout=DEADLINE_S, what="the HTTP server wrote no port")
+        )
+        eventually(
+            lambda: _listens(port),
+            timeout=DEADLINE_S,
+            interval=0.1,
+            what="the HTTP server never listened",
+        )
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()
         process.wait(10)
 
 
-async def test_http_server_tools_run_too(http_echo_server: str, tmp_path: Path) -> None:
+@pytest.mark.asyncio(loop_scope="module")
+async def test_http_server_tools_run_too(
+    http_echo_server: str, tmp_path: Path, shared_sdk_agents: SharedSdkAgents
+) -> None:
     calls = [("call_web", "mcp__web__echo", {"text": "over http"})]
-    with FakeProviderServer() as server:
-        server.enqueue(sc.ok(sc.calls_turn(KIND, calls)), sc.ok(sc.text_turn(KIND, "Done.")))
-        command, env = agent_command(KIND, server, *UNCONFINED, "--no-persist", "--workers", "1")
-        client = RecordingClient()
-        async with running_agent(command, env, client) as (conn, _):
-            web = HttpMcpServer(type="http", name="web", url=http_echo_server, headers=[])
-            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[web])
-            reply = await asyncio.wait_for(
-                conn.prompt(session_id=session.session_id, prompt=[text_block("go")]), DEADLINE_S
-            )
-            assert reply.stop_reason == "end_turn"
+    client = RecordingClient()
+    conn, server = await shared_sdk_agents.agent(
+        KIND, client, *UNCONFINED, "--no-persist", "--workers", "1"
+    )
+    server.enqueue(sc.ok(sc.calls_turn(KIND, calls)), sc.ok(sc.text_turn(KIND, "Done.")))
+    web = HttpMcpServer(type="http", name="web", url=http_echo_server, headers=[])
+    session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[web])
+    reply = await asyncio.wait_for(
+        conn.prompt(session_id=session.session_id, prompt=[text_block("go")]), DEADLINE_S
+    )
+    assert reply.stop_reason == "end_turn"
     frames = client.frames()
     check_cards(frames)
     assert lifecycle(frames) == {"call_web": ["preparing", "in_progress", "completed"]}

@@ -9,15 +9,14 @@ worst case for a neighbour), one that starts detached ``sleep`` processes.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.acp.conftest import REPO, agent_command
 from tests.runtime import scenarios as sc
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import REPO, AgentProcess, agent_command
+from tests.support.eventually import eventually
 from tests.support.processes import alive, gone_within
 from tests.support.runtime_harness import message_text
 from toolprep.testing import FakeProviderServer
@@ -86,10 +85,7 @@ def test_a_server_listing_twenty_thousand_tools_is_cut_and_its_neighbour_goes_on
 
 
 def _pids_in(path: Path, seconds: float) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path.name} was never written"
-        time.sleep(0.05)
+    eventually(path.exists, timeout=seconds, interval=0.05, what=f"{path.name} was never written")
     return [int(line) for line in path.read_text().split()]
 
 

@@ -13,11 +13,10 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.acp.conftest import REPO, agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate
+from tests.support.agent_process import REPO, AgentProcess, agent_command
 from tests.support.message_log import Message
-from tests.support.stdio_editor import StdioEditor
 from toolprep.testing import FakeProviderServer
 
 KINDS = ["anthropic", "openai"]
@@ -29,9 +28,9 @@ PERMISSION = "session/request_permission"
 PLAN_TITLE = "{}: not run, plan mode allows read-only tools"
 
 
-def _start(kind: str, server: FakeProviderServer, cwd: Path, *options: str) -> StdioEditor:
+def _start(kind: str, server: FakeProviderServer, cwd: Path, *options: str) -> AgentProcess:
     command, env = agent_command(kind, server, *options)
-    return StdioEditor(command, env, cwd, cwd.parent / f"stderr-{cwd.name}.log")
+    return AgentProcess(command, env, cwd, cwd.parent / f"stderr-{cwd.name}.log")
 
 
 @pytest.fixture
@@ -48,7 +47,7 @@ def server() -> Iterator[FakeProviderServer]:
         yield provider
 
 
-def _new_session(agent: StdioEditor, cwd: Path) -> dict[str, Any]:
+def _new_session(agent: AgentProcess, cwd: Path) -> dict[str, Any]:
     agent.initialize()
     new: dict[str, Any] = agent.result(
         agent.request("session/new", {"cwd": str(cwd), "mcpServers": []})
@@ -66,7 +65,7 @@ def _current(settings: dict[str, Any]) -> tuple[str, str]:
     return settings["modes"]["currentModeId"], option["currentValue"]
 
 
-def _set_mode(agent: StdioEditor, session_id: str, mode: str, how: str) -> None:
+def _set_mode(agent: AgentProcess, session_id: str, mode: str, how: str) -> None:
     if how == "set_mode":
         params = {"sessionId": session_id, "modeId": mode}
         validate("SetSessionModeRequest", params)
@@ -80,7 +79,7 @@ def _set_mode(agent: StdioEditor, session_id: str, mode: str, how: str) -> None:
         assert option["currentValue"] == mode
 
 
-def _announced(agent: StdioEditor, session_id: str) -> list[str]:
+def _announced(agent: AgentProcess, session_id: str) -> list[str]:
     return [
         u["currentModeId"]
         for u in agent.updates(session_id)
@@ -88,7 +87,7 @@ def _announced(agent: StdioEditor, session_id: str) -> list[str]:
     ]
 
 
-def _turn(agent: StdioEditor, session_id: str) -> list[str]:
+def _turn(agent: AgentProcess, session_id: str) -> list[str]:
     """Prompt once, allowing whatever is asked; the commands that asked, in order."""
     reply = agent.prompt(session_id)
     answered = 0
@@ -110,7 +109,7 @@ def _turn(agent: StdioEditor, session_id: str) -> list[str]:
     return [r["params"]["toolCall"]["rawInput"].get("command", "?") for r in asked]
 
 
-def _last_card(agent: StdioEditor, session_id: str, call_id: str) -> Message:
+def _last_card(agent: AgentProcess, session_id: str, call_id: str) -> Message:
     [*_, last] = [u for u in agent.updates(session_id) if u.get("toolCallId") == call_id]
     return last
 

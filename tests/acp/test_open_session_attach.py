@@ -17,10 +17,9 @@ from typing import Any, Literal
 
 import pytest
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from tests.support.daemon_process import DaemonProcess, daemon_environment
 from tests.support.message_log import Message, MessageLog
 from tests.support.runtime_harness import provider_base_url

@@ -18,9 +18,8 @@ from typing import Any, Literal
 
 import pytest
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from toolprep.runtime.acp.errors import INVALID_PARAMS
 from toolprep.runtime.kernel.compaction import SUMMARY_HEADER
 from toolprep.testing import FakeProviderServer, ScriptedResponse

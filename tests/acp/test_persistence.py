@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate_agent_message
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from tests.support.processes import pid_from
 from tests.support.runtime_harness import check_cards, is_discarded, lifecycle, message_text
 from toolprep.runtime.store import SessionStore

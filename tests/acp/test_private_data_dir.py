@@ -12,9 +12,8 @@ import os
 import stat
 from pathlib import Path
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from toolprep.runtime.store import SessionStore
 from toolprep.testing import FakeProviderServer
 

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from tests.support.message_log import Message
 from tests.support.runtime_harness import check_cards, lifecycle, message_text
 from toolprep.testing import FakeProviderServer

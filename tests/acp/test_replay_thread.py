@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.acp.conftest import agent_command
 from tests.support.acp_schema import validate_update
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from tests.support.conversation import KIND, PROMPTS, check_shown, enqueue_answers, run_prompt
 from tests.support.thread_rebuilder import ThreadRebuilder
 from toolprep.testing import FakeProviderServer

@@ -14,16 +14,16 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 from acp import text_block
 
-from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.acp.test_mcp import echo_server
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import RecordingClient, agent_command, running_agent
+from tests.support.eventually import eventually
 from tests.support.processes import none_with_argument_within, pids_with_argument
 from toolprep.testing import FakeProviderServer
 
@@ -209,12 +209,10 @@ async def test_cancel_ends_a_sandboxed_command_and_everything_it_started(
 
 
 def _two_with_argument_within(argument: str, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if len(pids_with_argument(argument)) >= 2:
-            return True
-        time.sleep(0.05)
-    return False
+    try:
+        return eventually(lambda: len(pids_with_argument(argument)) >= 2, timeout=seconds)
+    except AssertionError:
+        return False
 
 
 async def test_stdio_mcp_server_runs_sandboxed(tmp_path: Path) -> None:

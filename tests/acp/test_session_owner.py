@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from toolprep.testing import FakeProviderServer
 
 KIND = "anthropic"

@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, SharedAgents, agent_command
 from tests.support.runtime_harness import check_cards, unnumbered
 from toolprep.testing import FakeProviderServer, ScriptedResponse
 
@@ -97,26 +96,22 @@ def test_the_editor_picks_the_model_and_the_rest_stay_fallbacks(kind: str, tmp_p
 )
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_bad_setting_is_refused_by_name_and_changes_nothing(
-    params: dict[str, Any], message: str, workers: str, tmp_path: Path
+    params: dict[str, Any], message: str, workers: str, tmp_path: Path, shared_agents: SharedAgents
 ) -> None:
-    with FakeProviderServer() as server:
-        server.enqueue(sc.ok(sc.text_turn("openai")))
-        options = ("--no-persist", "--workers", workers, *MODELS)
-        agent = _start("openai", server, tmp_path, *options)
-        try:
-            session_id = agent.start_session(tmp_path)
-            refused = agent.reply(
-                agent.request("session/set_config_option", {"sessionId": session_id, **params})
-            )
-            assert refused["error"]["code"] == -32602
-            assert message in refused["error"]["message"]
-            assert _result(agent, agent.prompt(session_id))["stopReason"] == "end_turn"
-            assert [r.body["model"] for r in server.requests] == ["first-model"]
-            assert _of_kind(agent.updates(session_id), "config_option_update") == []
-            unknown = _set_model(agent, "sess_unknown", "first-model")
-            assert unknown["error"]["code"] == -32002
-        finally:
-            agent.kill()
+    options = ("--no-persist", "--workers", workers, *MODELS)
+    agent, server = shared_agents.agent("openai", *options)
+    server.enqueue(sc.ok(sc.text_turn("openai")))
+    session_id = agent.new_session(tmp_path)
+    refused = agent.reply(
+        agent.request("session/set_config_option", {"sessionId": session_id, **params})
+    )
+    assert refused["error"]["code"] == -32602
+    assert message in refused["error"]["message"]
+    assert _result(agent, agent.prompt(session_id))["stopReason"] == "end_turn"
+    assert [r.body["model"] for r in server.requests] == ["first-model"]
+    assert _of_kind(agent.updates(session_id), "config_option_update") == []
+    unknown = _set_model(agent, "sess_unknown", "first-model")
+    assert unknown["error"]["code"] == -32002
 
 
 @pytest.mark.parametrize(

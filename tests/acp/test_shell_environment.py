@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from acp import text_block
 
-from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import RecordingClient, agent_command, running_agent
 from tests.support.runtime_harness import lifecycle
 from toolprep.testing import FakeProviderServer
 

@@ -13,9 +13,14 @@ from pathlib import Path
 import pytest
 from acp import text_block
 
-from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import (
+    AgentProcess,
+    RecordingClient,
+    SharedSdkAgents,
+    agent_command,
+    running_agent,
+)
 from tests.support.processes import gone_within, pid_from
 from tests.support.runtime_harness import check_cards, lifecycle
 from toolprep.testing import FakeProviderServer
@@ -59,57 +64,49 @@ async def test_background_child_dies_when_the_turn_ends(
         check_cards(client.frames())
 
 
+@pytest.mark.asyncio(loop_scope="module")
 async def test_cancel_kills_the_running_command_and_its_children(
-    tmp_path: Path, pids: list[int]
+    tmp_path: Path, shared_sdk_agents: SharedSdkAgents, pids: list[int]
 ) -> None:
     command = "echo $$ > sh.pid; sleep 300 & echo $! > bg.pid; sleep 300"
-    with FakeProviderServer() as server:
-        server.enqueue(sc.ok(sc.calls_turn(KIND, [sc.shell(command)])))
-        client = RecordingClient()
-        async with running_agent(
-            *agent_command(KIND, server, "--allow-shell", *UNCONFINED), client
-        ) as (
-            conn,
-            _,
-        ):
-            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            prompt = asyncio.ensure_future(
-                conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
-            )
-            pids.extend(
-                await asyncio.to_thread(
-                    lambda: [pid_from(tmp_path / n, DEADLINE_S) for n in ("sh.pid", "bg.pid")]
-                )
-            )
-            await conn.cancel(session_id=session.session_id)
-            reply = await asyncio.wait_for(prompt, DEADLINE_S)
-            assert reply.stop_reason == "cancelled"
-            assert all(gone_within(pid, DEADLINE_S) for pid in pids)
-        assert lifecycle(client.frames()) == {"call_sh": ["preparing", "in_progress", "failed"]}
-        check_cards(client.frames())
-
-
-async def test_timeout_kills_the_command_and_its_children(tmp_path: Path, pids: list[int]) -> None:
-    command = "sleep 300 & echo $! > bg.pid; sleep 300"
-    with FakeProviderServer() as server:
-        server.enqueue(
-            sc.ok(sc.calls_turn(KIND, [sc.shell(command, timeout_s=1)])),
-            sc.ok(sc.text_turn(KIND, "It timed out.")),
+    client = RecordingClient()
+    conn, server = await shared_sdk_agents.agent(KIND, client, "--allow-shell", *UNCONFINED)
+    server.enqueue(sc.ok(sc.calls_turn(KIND, [sc.shell(command)])))
+    session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    prompt = asyncio.ensure_future(
+        conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+    )
+    pids.extend(
+        await asyncio.to_thread(
+            lambda: [pid_from(tmp_path / n, DEADLINE_S) for n in ("sh.pid", "bg.pid")]
         )
-        client = RecordingClient()
-        async with running_agent(
-            *agent_command(KIND, server, "--allow-shell", *UNCONFINED), client
-        ) as (
-            conn,
-            _,
-        ):
-            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
-            reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
-            pids.append(pid_from(tmp_path / "bg.pid", DEADLINE_S))
-            assert reply.stop_reason == "end_turn"
-            assert gone_within(pids[0], DEADLINE_S)
-        failed = next(f for f in client.frames() if f.get("status") == "failed")
-        assert "timed out after 1 s" in str(failed["content"])
+    )
+    await conn.cancel(session_id=session.session_id)
+    reply = await asyncio.wait_for(prompt, DEADLINE_S)
+    assert reply.stop_reason == "cancelled"
+    assert all(gone_within(pid, DEADLINE_S) for pid in pids)
+    assert lifecycle(client.frames()) == {"call_sh": ["preparing", "in_progress", "failed"]}
+    check_cards(client.frames())
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_timeout_kills_the_command_and_its_children(
+    tmp_path: Path, shared_sdk_agents: SharedSdkAgents, pids: list[int]
+) -> None:
+    command = "sleep 300 & echo $! > bg.pid; sleep 300"
+    client = RecordingClient()
+    conn, server = await shared_sdk_agents.agent(KIND, client, "--allow-shell", *UNCONFINED)
+    server.enqueue(
+        sc.ok(sc.calls_turn(KIND, [sc.shell(command, timeout_s=1)])),
+        sc.ok(sc.text_turn(KIND, "It timed out.")),
+    )
+    session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+    reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+    pids.append(pid_from(tmp_path / "bg.pid", DEADLINE_S))
+    assert reply.stop_reason == "end_turn"
+    assert gone_within(pids[0], DEADLINE_S)
+    failed = next(f for f in client.frames() if f.get("status") == "failed")
+    assert "timed out after 1 s" in str(failed["content"])
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
+from tests.support.eventually import eventually
 from tests.support.processes import gone_within, pid_from
 from tests.support.runtime_harness import check_cards, is_preparing, lifecycle
 from toolprep.testing import FakeProviderServer
@@ -186,10 +185,12 @@ def test_dump_signal_prints_the_stacks_and_the_agent_goes_on(
     agent = _start(server, tmp_path, agents)
     session_id = agent.start_session(tmp_path)
     agent.process.send_signal(signum)
-    deadline = time.monotonic() + DEADLINE_S
-    while not _has_stack_dump(agent.stderr()) and time.monotonic() < deadline:
+
+    def dumped() -> bool:
         assert agent.process.poll() is None, agent.stderr()
-        time.sleep(0.05)
+        return _has_stack_dump(agent.stderr())
+
+    eventually(dumped, timeout=DEADLINE_S, interval=0.05)
     assert _has_stack_dump(agent.stderr()), agent.stderr()
     # The same process answers a prompt afterwards, and still stops cleanly.
     assert agent.reply(agent.prompt(session_id))["result"]["stopReason"] == "end_turn"

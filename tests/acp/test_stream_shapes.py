@@ -13,10 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate_agent_message
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from tests.support.fixtures import PROVIDER_TRANSCRIPTS
 from tests.support.runtime_harness import check_cards, lifecycle
 from toolprep.testing import FakeProviderServer, ScriptedResponse, split_sse_events

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.acp.conftest import agent_command
 from tests.runtime import scenarios as sc
 from tests.support.acp_schema import validate_update
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from tests.support.runtime_harness import unnumbered
 from toolprep.testing import FakeProviderServer
 

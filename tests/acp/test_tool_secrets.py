@@ -21,8 +21,8 @@ import pytest
 from acp import text_block
 from acp.schema import EnvVariable, McpServerStdio
 
-from tests.acp.conftest import REPO, RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import REPO, RecordingClient, agent_command, running_agent
 from tests.support.processes import worker_pids_of
 from tests.support.runtime_harness import lifecycle, tool_frames
 from toolprep.testing import FakeProviderServer

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from acp import text_block
 
-from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import RecordingClient, agent_command, running_agent
 from tests.support.runtime_harness import check_cards, lifecycle
 from tests.tools.dir_flipper import flipping
 from toolprep.testing import FakeProviderServer

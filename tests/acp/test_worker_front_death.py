@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-from tests.acp.conftest import agent_command
+from tests.support.agent_process import agent_command
+from tests.support.eventually import eventually
 from tests.support.processes import gone_within
 from toolprep.testing import FakeProviderServer
 
@@ -23,12 +23,13 @@ def children(pid: int) -> set[int]:
 
 def workers_of(pid: int, count: int) -> set[int]:
     """Poll until ``pid`` has ``count`` child processes."""
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        if len(found := children(pid)) == count:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"the front never had {count} workers: {children(pid)}")
+
+    def all_there() -> set[int]:
+        found = children(pid)
+        assert len(found) == count, f"the front never had {count} workers: {found}"
+        return found
+
+    return eventually(all_there, timeout=DEADLINE_S, interval=0.05)
 
 
 def test_idle_workers_die_when_the_front_is_killed(tmp_path: Path) -> None:

@@ -7,18 +7,15 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import orjson
 import pytest
 
-from tests.acp.conftest import REPO
-from tests.support.acp_schema import validate_agent_message
+from tests.support.agent_process import REPO, AgentProcess
+from tests.support.eventually import eventually
 from tests.support.processes import worker_pids_of
 
 NO_WORKER = -32005
@@ -26,75 +23,44 @@ DEADLINE_S = 240.0
 """Generous: the waits grow to the 30 s cap while the test keeps killing."""
 
 
-class Agent:
-    """``toolprep acp`` on pipes; its log goes to a file, which a crash loop fills."""
-
-    def __init__(self, log: IO[bytes], *args: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "toolprep.runtime.cli", "acp", *args],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-        )
-        self._ids = iter(range(1, 1_000_000))
-
-    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send a request and return its reply, skipping notifications."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        request_id = next(self._ids)
-        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        self.process.stdin.write(orjson.dumps(message) + b"\n")
-        self.process.stdin.flush()
-        while True:
-            line = self.process.stdout.readline()
-            assert line, "the agent closed stdout"
-            reply: dict[str, Any] = orjson.loads(line)
-            validate_agent_message(reply)
-            if reply.get("id") == request_id and "method" not in reply:
-                return reply
-
-    def close(self) -> int:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.close()
-        try:
-            return self.process.wait(timeout=60)
-        finally:
-            self.process.stdout.close()
-
-
 @pytest.fixture
-def agent(tmp_path: Path) -> Iterator[Agent]:
-    with (tmp_path / "agent.log").open("wb") as log:
-        running = Agent(log, "--provider", "replay", "--no-persist", "--workers", "2")
-        try:
-            reply = running.call("initialize", {"protocolVersion": 1})
-            assert reply["result"]["protocolVersion"] == 1
-            yield running
-        finally:
-            if running.process.poll() is None:
-                running.process.kill()
-            running.process.wait()
-            for pipe in (running.process.stdin, running.process.stdout):
-                if pipe is not None and not pipe.closed:
-                    pipe.close()
+def agent(tmp_path: Path) -> Iterator[AgentProcess]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    command = [sys.executable, "-m", "toolprep.runtime.cli", "acp"]
+    options = ["--provider", "replay", "--no-persist", "--workers", "2"]
+    running = AgentProcess([*command, *options], env, REPO, tmp_path / "agent.log")
+    try:
+        reply = running.reply(running.request("initialize", {"protocolVersion": 1}))
+        assert reply["result"]["protocolVersion"] == 1
+        yield running
+    finally:
+        running.kill()
+
+
+def _call(agent: AgentProcess, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return agent.reply(agent.request(method, params))
 
 
 def test_workers_that_keep_dying_are_restarted_after_a_wait_that_new_sessions_are_told(
-    agent: Agent, tmp_path: Path
+    agent: AgentProcess, tmp_path: Path
 ) -> None:
     new_session = {"cwd": str(tmp_path), "mcpServers": []}
-    deadline = time.monotonic() + DEADLINE_S
-    while True:  # kill every worker, again and again, until both slots wait out a back-off
-        assert time.monotonic() < deadline, "session/new was never refused for want of a worker"
+
+    def refused_for_want_of_a_worker() -> dict[str, Any]:
         for pid in worker_pids_of(agent.process.pid):
             os.kill(pid, signal.SIGKILL)
-        reply = agent.call("session/new", new_session)
-        error = reply.get("error", {})
-        if error.get("code") == NO_WORKER and "next restart in" in error["message"]:
-            break
+        reply = _call(agent, "session/new", new_session)
+        error: dict[str, Any] = reply.get("error", {})
+        refused = error.get("code") == NO_WORKER and "next restart in" in error["message"]
+        return error if refused else {}
+
+    # Kill every worker, again and again, until both slots wait out a back-off.
+    error = eventually(
+        refused_for_want_of_a_worker,
+        timeout=DEADLINE_S,
+        interval=0,
+        what="session/new was never refused for want of a worker",
+    )
     message = error["message"]
     assert message.startswith("no worker available: worker 0 "), message
     how = r"(was killed by signal 9|did not start \(killed by signal 9\))"
@@ -108,9 +74,13 @@ def test_workers_that_keep_dying_are_restarted_after_a_wait_that_new_sessions_ar
     assert isinstance(error["data"]["retryAfter"], int), error
 
     # The slots are not given up: once the wait is over, sessions open again.
-    while "error" in (reply := agent.call("session/new", new_session)):
-        assert reply["error"]["code"] == NO_WORKER, reply
-        assert time.monotonic() < deadline, reply
-        time.sleep(0.2)
+
+    def opened_or_refused_otherwise() -> dict[str, Any]:
+        reply = _call(agent, "session/new", new_session)
+        waiting = "error" in reply and reply["error"]["code"] == NO_WORKER
+        return {} if waiting else reply
+
+    reply = eventually(opened_or_refused_otherwise, timeout=DEADLINE_S, interval=0.2)
+    assert "error" not in reply, reply  # refused for nothing but the wait
     assert reply["result"]["sessionId"]
-    assert agent.close() == 0
+    assert agent.close(timeout=60) == 0

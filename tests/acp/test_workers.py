@@ -18,8 +18,13 @@ from typing import Any
 import pytest
 from acp import RequestError, text_block
 
-from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import (
+    RecordingClient,
+    SharedSdkAgents,
+    agent_command,
+    running_agent,
+)
 from tests.support.processes import alive, gone_within, pid_from
 from tests.support.runtime_harness import (
     check_cards,
@@ -78,33 +83,33 @@ async def test_sessions_spread_over_workers_with_the_whole_lifecycle(
             assert message_text(frames) == "All done."
 
 
-async def test_permission_and_cancel_cross_the_front(tmp_path: Path) -> None:
+@pytest.mark.asyncio(loop_scope="module")
+async def test_permission_and_cancel_cross_the_front(
+    tmp_path: Path, shared_sdk_agents: SharedSdkAgents
+) -> None:
     kind = "anthropic"
-    with FakeProviderServer() as server:
-        client = RecordingClient(permission="allow_once")
-        async with running_agent(*agent_command(kind, server, *WORKERS), client) as (conn, _):
-            asked = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            stalled = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
-            command = sc.shell("echo ran > marker.txt", "call_ask")
-            server.enqueue(sc.ok(sc.calls_turn(kind, [command])), sc.ok(sc.text_turn(kind)))
-            reply = await conn.prompt(session_id=asked, prompt=[text_block("go")])
-            assert reply.stop_reason == "end_turn"
-            assert client.permission_asked.is_set()
-            assert (tmp_path / "marker.txt").read_text() == "ran\n"
+    client = RecordingClient(permission="allow_once")
+    conn, server = await shared_sdk_agents.agent(kind, client, *WORKERS)
+    asked = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+    stalled = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+    command = sc.shell("echo ran > marker.txt", "call_ask")
+    server.enqueue(sc.ok(sc.calls_turn(kind, [command])), sc.ok(sc.text_turn(kind)))
+    reply = await conn.prompt(session_id=asked, prompt=[text_block("go")])
+    assert reply.stop_reason == "end_turn"
+    assert client.permission_asked.is_set()
+    assert (tmp_path / "marker.txt").read_text() == "ran\n"
 
-            server.enqueue(sc.prepared_then_stall(kind, ("call_stall", "get_weather", {})))
-            prompt = asyncio.ensure_future(
-                conn.prompt(session_id=stalled, prompt=[text_block("go")])
-            )
-            await client.wait_for(lambda _: any(is_preparing(f) for f in client.frames(stalled)))
-            await conn.cancel(session_id=stalled)
-            reply = await asyncio.wait_for(prompt, DEADLINE_S)
-            assert reply.stop_reason == "cancelled"
-        assert lifecycle(client.frames(asked)) == {
-            "call_ask": ["preparing", "in_progress", "completed"]
-        }
-        assert lifecycle(client.frames(stalled)) == {"call_stall": ["preparing", "discarded"]}
-        check_cards(client.frames())
+    server.enqueue(sc.prepared_then_stall(kind, ("call_stall", "get_weather", {})))
+    prompt = asyncio.ensure_future(conn.prompt(session_id=stalled, prompt=[text_block("go")]))
+    await client.wait_for(lambda _: any(is_preparing(f) for f in client.frames(stalled)))
+    await conn.cancel(session_id=stalled)
+    reply = await asyncio.wait_for(prompt, DEADLINE_S)
+    assert reply.stop_reason == "cancelled"
+    assert lifecycle(client.frames(asked)) == {
+        "call_ask": ["preparing", "in_progress", "completed"]
+    }
+    assert lifecycle(client.frames(stalled)) == {"call_stall": ["preparing", "discarded"]}
+    check_cards(client.frames())
 
 
 async def test_a_killed_worker_ends_its_turns_and_is_replaced(

@@ -18,28 +18,30 @@ import pytest
 
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import AgentProcess, connect_command
 from tests.support.daemon_process import DaemonProcess, daemon_environment, stop_started_daemons
 from tests.support.message_log import Message
 from tests.support.processes import alive
 from tests.support.runtime_harness import check_cards, lifecycle, message_text, provider_base_url
-from tests.support.stdio_editor import StdioEditor, connect_command
 from tests.support.ws_client import WsClient
 from toolprep.runtime.daemon.discovery import read_daemon_file
 from toolprep.testing import FakeProviderServer
 
 PERMISSION = "session/request_permission"
 
-OpenEditor = Callable[..., StdioEditor]
+OpenEditor = Callable[..., AgentProcess]
 
 
 @pytest.fixture
 def open_editor(tmp_path: Path, workdir: Path) -> Iterator[OpenEditor]:
     """``open_editor(*options)``: ``toolprep connect OPTIONS`` on pipes; killed at the end."""
-    opened: list[StdioEditor] = []
+    opened: list[AgentProcess] = []
 
-    def open_(*options: str, env_extra: dict[str, str] | None = None) -> StdioEditor:
+    def open_(*options: str, env_extra: dict[str, str] | None = None) -> AgentProcess:
         log = tmp_path / f"connect-{len(opened)}.log"
-        editor = StdioEditor(connect_command(*options), daemon_environment(env_extra), workdir, log)
+        editor = AgentProcess(
+            connect_command(*options), daemon_environment(env_extra), workdir, log
+        )
         opened.append(editor)
         return editor
 
@@ -67,7 +69,7 @@ def _connect_once(*options: str, env_extra: dict[str, str], cwd: Path) -> tuple[
     return done.returncode, done.stderr.decode()
 
 
-def _tool_turn(client: WsClient | StdioEditor, cwd: Path) -> tuple[str, list[Message]]:
+def _tool_turn(client: WsClient | AgentProcess, cwd: Path) -> tuple[str, list[Message]]:
     """initialize, session/new, and a prompt whose shell call the client allows."""
     client.initialize()
     new = client.result(client.request("session/new", {"cwd": str(cwd), "mcpServers": []}))

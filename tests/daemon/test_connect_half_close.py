@@ -17,8 +17,8 @@ import pytest
 
 from tests.daemon.conftest import StartDaemon
 from tests.support.acp_schema import validate_agent_message
+from tests.support.agent_process import connect_command
 from tests.support.daemon_process import daemon_environment, stop_started_daemons
-from tests.support.stdio_editor import connect_command
 
 RUNS = 4
 

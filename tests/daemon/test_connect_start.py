@@ -19,10 +19,10 @@ import pytest
 
 from tests.daemon.conftest import KIND
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import AgentProcess, connect_command
 from tests.support.daemon_process import daemon_environment, stop_started_daemons
 from tests.support.processes import alive, ancestors, kill_process_tree
 from tests.support.runtime_harness import message_text, provider_base_url
-from tests.support.stdio_editor import StdioEditor, connect_command
 from toolprep.runtime.daemon.discovery import read_daemon_file
 from toolprep.runtime.hosting.model_routes import DEFAULT_MODELS
 from toolprep.testing import FakeProviderServer
@@ -36,7 +36,7 @@ class Editors:
 
     def __init__(self, tmp_path: Path, workdir: Path, provider: FakeProviderServer) -> None:
         self._tmp, self.workdir, self._provider = tmp_path, workdir, provider
-        self.opened: list[StdioEditor] = []
+        self.opened: list[AgentProcess] = []
         self.data_dirs: set[Path] = set()
 
     def serve_options(self) -> list[str]:
@@ -51,9 +51,9 @@ class Editors:
         env_extra: dict[str, str] | None = None,
         start_new_session: bool = False,
         pass_fds: tuple[int, ...] = (),
-    ) -> StdioEditor:
+    ) -> AgentProcess:
         self.data_dirs.add(data)
-        editor = StdioEditor(
+        editor = AgentProcess(
             connect_command("--data-dir", str(data), "--start", "--", *serve_options),
             daemon_environment(env_extra),
             self.workdir,
@@ -80,7 +80,7 @@ def editors(tmp_path: Path, workdir: Path, provider: FakeProviderServer) -> Iter
         opened.close()
 
 
-def _prompt_through(editor: StdioEditor, provider: FakeProviderServer, cwd: Path) -> str:
+def _prompt_through(editor: AgentProcess, provider: FakeProviderServer, cwd: Path) -> str:
     """A session and one answered prompt through ``editor``; the session id."""
     session_id = editor.start_session(cwd)
     provider.enqueue(sc.ok(sc.text_turn(KIND, "Still here.")))
@@ -148,7 +148,7 @@ def test_a_port_that_is_taken_is_named_with_who_holds_it(editors: Editors, tmp_p
     assert "pass --port N for another port, or --port 0 for any free one" in said
 
 
-def _notices(editor: StdioEditor, session_id: str) -> list[str]:
+def _notices(editor: AgentProcess, session_id: str) -> list[str]:
     return [
         update["content"]["text"]
         for update in editor.updates(session_id)

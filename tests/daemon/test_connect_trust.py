@@ -31,11 +31,11 @@ from websockets.sync.client import connect
 
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import AgentProcess, connect_command
 from tests.support.daemon_process import daemon_environment, stop_started_daemons
 from tests.support.processes import gone_within
 from tests.support.raw_upgrade import address_of
 from tests.support.runtime_harness import message_text, provider_base_url
-from tests.support.stdio_editor import StdioEditor, connect_command
 from toolprep.runtime.daemon.daemon_proof import BridgeChallenge
 from toolprep.runtime.daemon.discovery import (
     MAX_DAEMON_FILE_BYTES,
@@ -139,14 +139,14 @@ class Setting:
     def __init__(self, tmp_path: Path, workdir: Path, provider: FakeProviderServer) -> None:
         self.tmp, self.workdir, self.provider = tmp_path, workdir, provider
         self.data = tmp_path / "data"
-        self.editors: list[StdioEditor] = []
+        self.editors: list[AgentProcess] = []
         self.squatters: list[Squatter] = []
 
-    def connect(self, *options: str) -> StdioEditor:
+    def connect(self, *options: str) -> AgentProcess:
         base_url = provider_base_url(KIND, self.provider)
         serve = ["--workers", "1", "--max-retries", "0", "--provider", KIND, "--base-url", base_url]
         daemon_options = ["--", *serve] if "--start" in options else []
-        editor = StdioEditor(
+        editor = AgentProcess(
             connect_command("--data-dir", str(self.data), *options, *daemon_options),
             daemon_environment(),
             self.workdir,
@@ -189,7 +189,7 @@ def setting(tmp_path: Path, workdir: Path, provider: FakeProviderServer) -> Iter
         made.close()
 
 
-def _one_line(editor: StdioEditor) -> str:
+def _one_line(editor: AgentProcess) -> str:
     """What ``connect`` said when it refused: exactly one line, no traceback."""
     assert editor.wait_exit() == 2
     said = editor.stderr()

@@ -15,16 +15,14 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.acp.conftest import agent_command
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command, connect_command
 from tests.support.daemon_process import daemon_environment
 from tests.support.message_log import Message
-from tests.support.stdio_editor import StdioEditor, connect_command
 from toolprep.testing import FakeProviderServer
 
-OpenEditor = Callable[..., StdioEditor]
+OpenEditor = Callable[..., AgentProcess]
 
 MIB = 1024 * 1024
 DEFAULT_LIMIT = 8 * MIB
@@ -35,11 +33,13 @@ METHOD_NOT_FOUND = -32601
 @pytest.fixture
 def open_editor(tmp_path: Path, workdir: Path) -> Iterator[OpenEditor]:
     """``open_editor(*options)``: ``toolprep connect OPTIONS`` on pipes; killed at the end."""
-    opened: list[StdioEditor] = []
+    opened: list[AgentProcess] = []
 
-    def open_(*options: str, env_extra: dict[str, str] | None = None) -> StdioEditor:
+    def open_(*options: str, env_extra: dict[str, str] | None = None) -> AgentProcess:
         log = tmp_path / f"connect-{len(opened)}.log"
-        editor = StdioEditor(connect_command(*options), daemon_environment(env_extra), workdir, log)
+        editor = AgentProcess(
+            connect_command(*options), daemon_environment(env_extra), workdir, log
+        )
         opened.append(editor)
         return editor
 
@@ -55,7 +55,7 @@ def _request_line(request_id: int, method: str, pad: int) -> bytes:
     )
 
 
-def _error_of(client: StdioEditor, predicate: Callable[[Message], bool]) -> Message:
+def _error_of(client: AgentProcess, predicate: Callable[[Message], bool]) -> Message:
     client.wait_for(lambda ms: any("error" in m and predicate(m) for m in ms), timeout=60)
     [error] = [m for m in client.messages if "error" in m and predicate(m)]
     return error

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from websockets.sync.client import connect
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import DaemonProcess
+from tests.support.eventually import eventually
 from tests.support.message_log import Message
 from tests.support.runtime_harness import check_cards, lifecycle, message_text
 from tests.support.ws_client import WsClient
@@ -187,13 +187,12 @@ def test_a_turn_nobody_comes_back_to_is_cancelled_after_the_grace_period(
     first.close()
 
     # Each look attaches a client (which holds the turn) for a moment: look seldom.
-    deadline = time.monotonic() + 30
-    while True:
-        time.sleep(1.5)
+    def discarded() -> list[Message]:
         frames = _replayed(daemon, session_id, workdir)
-        if lifecycle(frames).get("call_left") == ["preparing", "discarded"]:
-            break
-        assert time.monotonic() < deadline, frames
+        assert lifecycle(frames).get("call_left") == ["preparing", "discarded"], frames
+        return frames
+
+    frames = eventually(discarded, timeout=30, interval=1.5)
     check_cards(frames)
     assert daemon.stop() == 0
 

@@ -11,7 +11,6 @@ import re
 import socket
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -28,6 +27,7 @@ from tests.support.daemon_process import (
     daemon_environment,
     refused_start,
 )
+from tests.support.eventually import eventually
 from tests.support.raw_upgrade import address_of, request_bytes, upgrade
 from tests.support.runtime_harness import lifecycle, provider_base_url
 from tests.support.ws_client import WsClient
@@ -42,11 +42,15 @@ BIG_REPLY_BYTES = 16 * 1024 * 1024  # far more than the socket buffers between t
 
 def _poll(condition_met: object, what: str, daemon: DaemonProcess) -> None:
     assert callable(condition_met)
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition_met():
-        assert time.monotonic() < deadline, f"{what}: not reached; log:\n{daemon.stderr()}"
+
+    def met() -> bool:
         assert daemon.process.poll() is None, f"the daemon exited: {daemon.stderr()}"
-        time.sleep(0.05)
+        return bool(condition_met())
+
+    try:
+        eventually(met, timeout=DEADLINE_S, interval=0.05)
+    except AssertionError as failure:
+        raise AssertionError(f"{what}: not reached; log:\n{daemon.stderr()}") from failure
 
 
 def _threads_of(pid: int) -> int:

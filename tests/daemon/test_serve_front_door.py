@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import socket
 import struct
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from tests.daemon.conftest import KIND
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import DaemonProcess, daemon_environment
+from tests.support.eventually import eventually
 from tests.support.raw_upgrade import address_of, request_bytes, upgrade
 from tests.support.runtime_harness import message_text, provider_base_url
 from toolprep.testing import FakeProviderServer
@@ -251,9 +251,7 @@ def test_clients_that_leave_during_or_right_after_the_handshake_cost_nothing(doo
     for _ in range(10):
         for leave in leavers:
             leave(door)
-    deadline = time.monotonic() + DEADLINE_S
-    while door.threads() > baseline and time.monotonic() < deadline:
-        time.sleep(0.05)
+    eventually(lambda: door.threads() <= baseline, timeout=DEADLINE_S, interval=0.05)
     assert door.threads() <= baseline, f"{door.threads()} threads, {baseline} before"
     door.logged_no_failure()
     door.serves_a_prompt("Next client served.")

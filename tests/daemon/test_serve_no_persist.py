@@ -3,10 +3,10 @@ grace period, and ``session/list`` pages as it does with a store."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from tests.daemon.conftest import StartDaemon
+from tests.support.eventually import eventually
 from toolprep.runtime.daemon.session_pool import LIST_PAGE_SIZE
 
 
@@ -26,10 +26,12 @@ def test_an_idle_session_nobody_comes_back_to_is_closed_after_the_grace_period(
 
         assert listed() == [session_id]
         first.close()  # the grace period starts
-        deadline = time.monotonic() + 30
-        while listed():
-            assert time.monotonic() < deadline, daemon.stderr()
-            time.sleep(0.1)
+
+        def gone() -> bool:
+            assert not listed(), daemon.stderr()
+            return True
+
+        eventually(gone, interval=0.1)
         reply = watcher.load(session_id, workdir)
         assert reply["error"]["code"] == -32002, reply  # gone: nothing kept it
     finally:

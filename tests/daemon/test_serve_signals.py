@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import pytest
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import DaemonProcess
+from tests.support.eventually import eventually
 from tests.support.processes import alive, worker_pids_of
 from tests.support.runtime_harness import lifecycle
 from toolprep.testing import FakeProviderServer
@@ -70,10 +70,12 @@ def test_sigquit_dumps_every_thread_and_the_daemon_goes_on(
     try:
         session_id = client.start_session(workdir)
         daemon.process.send_signal(signal.SIGQUIT)
-        deadline = time.monotonic() + DEADLINE_S
-        while not _has_stack_dump(daemon.stderr()) and time.monotonic() < deadline:
+
+        def dumped() -> bool:
             assert daemon.process.poll() is None, daemon.stderr()
-            time.sleep(0.05)
+            return _has_stack_dump(daemon.stderr())
+
+        eventually(dumped, timeout=DEADLINE_S, interval=0.05)
         log = daemon.stderr()
         assert _has_stack_dump(log), log
         assert re.search(r"^Thread 0x", log, re.M), log  # the other threads too, not just one
@@ -94,9 +96,9 @@ def test_workers_outlive_a_hangup_of_the_group_and_dump_their_stacks(
     for pid in workers:
         os.kill(pid, signal.SIGHUP)
         os.kill(pid, signal.SIGQUIT)
-    deadline = time.monotonic() + DEADLINE_S
-    while daemon.stderr().count("Current thread 0x") < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    eventually(
+        lambda: daemon.stderr().count("Current thread 0x") >= 2, timeout=DEADLINE_S, interval=0.05
+    )
     assert daemon.stderr().count("Current thread 0x") == 2, daemon.stderr()
     assert all(alive(pid) for pid in workers)
     provider.enqueue(sc.ok(sc.text_turn(KIND, "still here")))

@@ -5,7 +5,6 @@ refuses new sessions and turns by cause, and takes them once the disk takes writ
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from tests.support.degraded_store import (
     degrade_and_recover,
     discarded_after_recovery,
 )
+from tests.support.eventually import eventually
 from tests.support.small_disk import SmallDisk, Unwritable, small_disk
 from toolprep.testing import FakeProviderServer
 
@@ -51,10 +51,12 @@ def test_a_daemon_on_an_unwritable_disk_serves_what_is_stored_and_recovers(
     try:
         client.initialize()
         degrade_and_recover(client, workdir, provider, clear, KIND)
-        deadline = time.monotonic() + 60  # with workers, the front's probe writes it
-        while discarded_after_recovery(db) != ["preparing", "discarded"]:
-            assert time.monotonic() < deadline, daemon.stderr()
-            time.sleep(0.2)
+
+        def discarded() -> bool:
+            assert discarded_after_recovery(db) == ["preparing", "discarded"], daemon.stderr()
+            return True
+
+        eventually(discarded, timeout=60, interval=0.2)  # with workers, the front's probe writes it
     finally:
         client.close()
     assert daemon.stop() == 0

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.runtime import scenarios as sc
+from tests.support.eventually import eventually
 from tests.support.runtime_harness import Harness, RecordingSink, check_cards, harness, lifecycle
 from toolprep.messages.content import TextPart
 from toolprep.runtime.tools.config import ToolConfig
@@ -159,9 +159,7 @@ def test_thousand_sessions_opened_and_closed_leave_nothing_behind(tmp_path: Path
             sessions = [h.session() for _ in range(200)]
             for sid, _ in sessions:
                 h.runtime.close_session(sid)
-        deadline = time.monotonic() + 30
-        while h.runtime.supervisor_state.sessions and time.monotonic() < deadline:
-            time.sleep(0.02)
+        eventually(lambda: not h.runtime.supervisor_state.sessions)
         assert h.runtime.supervisor_state.sessions == {}
         assert h.runtime.tracker_state.sessions == {}
         assert h.runtime.emitter_state.sinks == {}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests.providers.helpers import anthropic_provider, collect, openai_provider, text_of
+from tests.support.eventually import eventually, eventually_async
 from toolprep.messages.content import Content, GenerateContentResponse, TextPart
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
 from toolprep.runtime.providers.factory import build_provider
@@ -225,9 +225,7 @@ def test_closing_the_stream_closes_the_http_response(server: FakeProviderServer,
                 got.append(chunk)
 
         task = asyncio.create_task(read())
-        deadline = time.monotonic() + 30
-        while not got and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        await eventually_async(lambda: got)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -236,9 +234,7 @@ def test_closing_the_stream_closes_the_http_response(server: FakeProviderServer,
 
     got = asyncio.run(go())
     assert got
-    deadline = time.monotonic() + 30
-    while server.disconnects == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    eventually(lambda: server.disconnects != 0)
     assert server.disconnects == 1
 
 

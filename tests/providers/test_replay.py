@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.providers.helpers import collect, flat, text_of
+from tests.support.eventually import eventually_async
 from toolprep.messages.content import (
     Content,
     FunctionCall,
@@ -134,9 +135,7 @@ def _read_until_stalled(
                 got.append(chunk)
 
         task = asyncio.create_task(read())
-        deadline = time.monotonic() + 30
-        while not any(get_preparations(c) for c in got) and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        await eventually_async(lambda: any(get_preparations(c) for c in got))
         await asyncio.sleep(0.1)
         assert not task.done(), "the stream should stall until cancelled"
         task.cancel()

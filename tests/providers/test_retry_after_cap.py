@@ -12,8 +12,8 @@ import pytest
 from acp import text_block
 from freezegun import freeze_time
 
-from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import RecordingClient, agent_command, running_agent
 from tests.support.runtime_harness import check_cards, harness
 from toolprep.runtime.hosting.model_routes import build_routes, resolve_provider_config
 from toolprep.runtime.kernel.retry import DEFAULT_MAX_RETRY_WAIT, RetryPolicy, RetryWait

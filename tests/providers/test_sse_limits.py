@@ -10,8 +10,9 @@ from acp import RequestError, text_block
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.acp.conftest import RecordingClient, agent_command, running_agent
 from tests.runtime import scenarios as sc
+from tests.support.agent_process import RecordingClient, agent_command, running_agent
+from tests.support.eventually import eventually_async
 from tests.support.runtime_harness import harness
 from toolprep.runtime.providers.base import StreamError
 from toolprep.runtime.providers.errors import format_bytes
@@ -183,8 +184,7 @@ async def test_cli_limit_applies_while_another_session_is_served(kind: str, tmp_
             failing = asyncio.ensure_future(
                 conn.prompt(session_id=big.session_id, prompt=[text_block("go")])
             )
-            while not server.requests:
-                await asyncio.sleep(0.01)
+            await eventually_async(lambda: server.requests)
             server.enqueue(sc.ok(sc.text_turn(kind, "Served.")))
             reply = await conn.prompt(session_id=small.session_id, prompt=[text_block("hi")])
             assert reply.stop_reason == "end_turn"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.eventually import eventually
 from tests.support.provider_process import provider_process
 from tests.support.runtime_harness import RecordingSink, RecordingTool, check_cards, lifecycle
 from toolprep.messages.content import TextPart
@@ -61,10 +62,15 @@ def _run_sessions(
     replies = [runtime.prompt(sid, [TextPart("go")]) for sid in sessions]
     for sid, sink, reply in zip(sessions, sinks, replies, strict=False):
         reply.add_done_callback(_mark_turn_end(sink, sid))
-    while not all(r.done() for r in replies):
-        peak = max(peak, threads.count())
-        assert time.monotonic() < deadline, "sessions did not finish"
-        time.sleep(0.05)
+
+    def finished() -> bool:
+        nonlocal peak
+        peak = max(peak, threads.count())  # sampled while they run
+        return all(r.done() for r in replies)
+
+    eventually(
+        finished, timeout=deadline - time.monotonic(), interval=0.05, what="sessions did not finish"
+    )
     for reply in replies:
         assert reply.result().stop_reason == "end_turn", reply.result()
     for sid in sessions:

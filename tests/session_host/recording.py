@@ -9,13 +9,13 @@ boundary exactly as an editor would observe it.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import orjson
 
+from tests.support.eventually import eventually
 from tests.support.runtime_harness import TURN_END
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.kernel.session_host import ClientRequest
@@ -69,13 +69,14 @@ class RecordingFrameSink:
             return {s for s, _ in self.events}
 
     def wait_until(self, done: Callable[[list[Event]], bool], timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while not done(self.events):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"timed out waiting; events so far: {self.events}")
-                self._changed.wait(remaining)
+        def holds() -> bool:
+            with self._changed:
+                return done(self.events)
+
+        try:
+            eventually(holds, timeout=timeout)
+        except AssertionError as failure:
+            raise AssertionError(f"timed out waiting; events so far: {self.events}") from failure
 
     def wait_for_request(self, kind: type[R], timeout: float = 30.0) -> R:
         self.wait_until(lambda events: any(isinstance(e, kind) for _, e in events), timeout)

@@ -5,19 +5,18 @@ disk takes writes again (writing the crash discards it owed)."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.acp.conftest import agent_command
-from tests.support.agent_process import AgentProcess
+from tests.support.agent_process import AgentProcess, agent_command
 from tests.support.degraded_store import (
     crashed_session,
     degrade_and_recover,
     discarded_after_recovery,
 )
+from tests.support.eventually import eventually
 from tests.support.small_disk import SmallDisk, Unwritable, small_disk
 from toolprep.testing import FakeProviderServer
 
@@ -51,10 +50,12 @@ def test_an_agent_on_an_unwritable_disk_serves_what_is_stored_and_recovers(
             cause = degrade_and_recover(agent, cwd, provider, clear, KIND)
             # Written on recovery: at once by the store that took the new session, within
             # a probe interval by a front that only lists and loads (with workers).
-            deadline = time.monotonic() + 60
-            while discarded_after_recovery(db) != ["preparing", "discarded"]:
-                assert time.monotonic() < deadline, agent.stderr()
-                time.sleep(0.2)
+
+            def discarded() -> bool:
+                assert discarded_after_recovery(db) == ["preparing", "discarded"], agent.stderr()
+                return True
+
+            eventually(discarded, timeout=60, interval=0.2)
             agent.close_input()
             assert agent.wait_exit() == 0
         finally:

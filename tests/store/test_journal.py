@@ -12,7 +12,6 @@ import json
 import logging
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.runtime import scenarios as sc
+from tests.support.eventually import eventually
 from tests.support.runtime_harness import RecordingSink, check_cards, harness, lifecycle
 from tests.support.sqlite_lock import write_locked
 from toolprep.messages import frames as fr
@@ -341,10 +341,7 @@ def test_every_number_is_reserved_in_the_store_before_it_is_given_out(tmp_path: 
 
 
 def wait_for(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + LONG_BUSY_S
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.005)
+    eventually(condition, timeout=LONG_BUSY_S, interval=0.005, what="the condition never held")
 
 
 def test_a_runtime_flushes_its_journal_on_request_and_drains_it_at_shutdown(

@@ -9,11 +9,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from tests.support.eventually import eventually
 from tests.support.processes import gone_within, pids_with_argument
 from tests.support.ws_client import WsClient
 from toolprep.runtime.daemon.discovery import DaemonFileError, read_daemon_file
@@ -87,18 +87,20 @@ class DaemonProcess:
 
     def _wait_listening(self, timeout: float) -> tuple[str, Path, bool]:
         """The URL, the daemon file, and whether the daemon could write it."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = _LISTENING.search(self.stderr())
-            if found:
-                written = found.group(2) is not None
-                return found.group(1), Path(found.group(2) or found.group(3)), written
-            if self.process.poll() is not None:
-                raise AssertionError(
-                    f"the daemon exited {self.process.returncode}: {self.stderr()}"
-                )
-            time.sleep(0.05)
-        raise AssertionError(f"the daemon did not listen within {timeout} s: {self.stderr()}")
+
+        def listening_or_exited() -> re.Match[str] | bool:
+            return _LISTENING.search(self.stderr()) or self.process.poll() is not None
+
+        try:
+            found = eventually(listening_or_exited, timeout=timeout)
+        except AssertionError as failure:
+            raise AssertionError(
+                f"the daemon did not listen within {timeout} s: {self.stderr()}"
+            ) from failure
+        if not isinstance(found, re.Match):
+            raise AssertionError(f"the daemon exited {self.process.returncode}: {self.stderr()}")
+        written = found.group(2) is not None
+        return found.group(1), Path(found.group(2) or found.group(3)), written
 
     def client(self) -> WsClient:
         """A client that authenticates with the daemon's token."""

@@ -8,14 +8,13 @@ message, already validated against the ACP schema.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from tests.support.acp_schema import validate_agent_message, validate_response
+from tests.support.eventually import eventually
 
 Message = dict[str, Any]
-RECHECK_S = 0.05
 
 
 class MessageLog:
@@ -46,15 +45,17 @@ class MessageLog:
         return self._next_id
 
     def wait_for(self, predicate: Callable[[list[Message]], bool], timeout: float = 30.0) -> None:
-        """Until ``predicate`` holds: checked on each message, and every ``RECHECK_S`` for a
-        predicate on something else (the provider's requests), which no message announces."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while not predicate(self.messages):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"timed out; the agent wrote {self.messages!r}")
-                self._changed.wait(min(remaining, RECHECK_S))
+        """Until ``predicate`` holds of the messages so far (or of something else it reads, such
+        as the provider's requests, which no message announces)."""
+
+        def holds() -> bool:
+            with self._changed:
+                return predicate(self.messages)
+
+        try:
+            eventually(holds, timeout=timeout)
+        except AssertionError as failure:
+            raise AssertionError(f"timed out; the agent wrote {self.messages!r}") from failure
 
     def reply(self, request_id: int, timeout: float = 30.0) -> Message:
         self.wait_for(lambda ms: any(_answers(m, request_id) for m in ms), timeout)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 from pathlib import Path
+
+from tests.support.eventually import eventually
 
 
 def alive(pid: int) -> bool:
@@ -20,23 +21,20 @@ def alive(pid: int) -> bool:
 
 def gone_within(pid: int, seconds: float) -> bool:
     """Poll until ``pid`` is gone; False if it outlived ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
+    try:
+        return eventually(lambda: not alive(pid), timeout=seconds)
+    except AssertionError:
+        return False
 
 
 def pid_from(path: Path, seconds: float) -> int:
     """The pid a command wrote to ``path`` (``echo $! > path`` writes the line at once)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+
+    def written() -> str:
         text = path.read_text() if path.exists() else ""
-        if text.endswith("\n"):
-            return int(text)
-        time.sleep(0.02)
-    raise AssertionError(f"{path.name} was never written")
+        return text if text.endswith("\n") else ""
+
+    return int(eventually(written, timeout=seconds, what=f"{path.name} was never written"))
 
 
 def pids_with_argument(argument: str) -> list[int]:
@@ -60,12 +58,10 @@ def pids_with_argument(argument: str) -> list[int]:
 
 def none_with_argument_within(argument: str, seconds: float) -> bool:
     """Poll until no process has ``argument`` on its command line; False if some outlived it."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not pids_with_argument(argument):
-            return True
-        time.sleep(0.05)
-    return False
+    try:
+        return eventually(lambda: not pids_with_argument(argument), timeout=seconds)
+    except AssertionError:
+        return False
 
 
 def worker_pids_of(pid: int) -> list[int]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.acp_schema import validate_update
+from tests.support.eventually import eventually
 from toolprep.messages.content import TextPart
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
@@ -89,15 +89,14 @@ class RecordingSink:
     def wait_for(
         self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 30.0
     ) -> None:
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            while not predicate([u for _, u in self.events]):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(
-                        f"timed out waiting; frames: {[u for _, u in self.events]}"
-                    )
-                self.changed.wait(remaining)
+        def holds() -> bool:
+            with self.lock:
+                return predicate([u for _, u in self.events])
+
+        try:
+            eventually(holds, timeout=timeout)
+        except AssertionError as failure:
+            raise AssertionError(f"timed out waiting; frames: {self.frames()}") from failure
 
     def wait_for_preparing(self, timeout: float = 30.0) -> None:
         self.wait_for(lambda fs: any(is_preparing(f) for f in fs), timeout)

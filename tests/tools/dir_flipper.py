@@ -21,7 +21,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -88,11 +87,16 @@ class Flipper:
 
     def wait_past(self, seen: int) -> int:
         """Wait (polling, generous deadline) until more than ``seen`` swaps were made."""
-        deadline = time.monotonic() + _DEADLINE
-        while (now := self.flips()) <= seen:
-            assert time.monotonic() < deadline, f"the flipper stalled at {now} swaps"
-            time.sleep(0.0001)
-        return now
+
+        # Imported here: the flipper process runs this file as a script, without the suite.
+        from tests.support.eventually import eventually
+
+        def past() -> int:
+            now = self.flips()
+            assert now > seen, f"the flipper stalled at {now} swaps"
+            return now
+
+        return eventually(past, timeout=_DEADLINE, interval=0.0001)
 
 
 @contextmanager

@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.eventually import eventually
 from tests.support.processes import gone_within
 from toolprep.runtime.tools.process_tree import descendants, end_tree, subreaper_argv
 
@@ -45,10 +45,11 @@ def test_an_orphan_stays_the_subreapers_descendant_and_end_tree_ends_it(tmp_path
     assert outer.stdout is not None and outer.stdin is not None
     try:
         orphan = int(outer.stdout.readline())
-        deadline = time.monotonic() + DEADLINE_S
-        while _parent_of(orphan) != outer.pid:  # adopted once the inner shell exits
-            assert time.monotonic() < deadline, "the orphan went elsewhere than the subreaper"
-            time.sleep(0.02)
+        eventually(  # adopted once the inner shell exits
+            lambda: _parent_of(orphan) == outer.pid,
+            timeout=DEADLINE_S,
+            what="the orphan went elsewhere than the subreaper",
+        )
         tree = descendants(outer.pid)
         assert orphan in tree
         end_tree(tree)

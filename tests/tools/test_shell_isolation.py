@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.eventually import eventually
 from tests.support.processes import alive, gone_within
 from toolprep.runtime.hosting.model_routes import resolve_provider_config
 from toolprep.runtime.hosting.tool_environment import scrubbed_variable_names
@@ -183,10 +183,7 @@ def test_stop_without_waiting_escalates_to_sigkill(cwd: Path) -> None:
     groups = ProcessGroups(grace_s=2.0)
     groups.add("s1", proc.pid)
     try:
-        deadline = time.monotonic() + 30
-        while not (cwd / "bg.pid").exists() or not (cwd / "bg.pid").read_text().strip():
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        eventually(lambda: (cwd / "bg.pid").exists() and (cwd / "bg.pid").read_text().strip())
         pid = int((cwd / "bg.pid").read_text())
         groups.stop("s1", wait=False)
         # Still running: stop returned without waiting out the grace period.

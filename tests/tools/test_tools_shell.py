@@ -6,13 +6,13 @@ import os
 import signal
 import sys
 import threading
-import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.eventually import eventually
 from tests.support.processes import pid_from
 from toolprep.runtime.tools.base import ToolContext, ToolError
 from toolprep.runtime.tools.config import ToolConfig
@@ -38,12 +38,10 @@ def _alive(pid: int) -> bool:
 
 
 def _wait_dead(pid: int, within: float = 3.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if not _alive(pid):
-            return True
-        time.sleep(0.02)
-    return False
+    try:
+        return eventually(lambda: not _alive(pid), timeout=within)
+    except AssertionError:
+        return False
 
 
 def test_runs_in_cwd_with_combined_output_and_exit_code(

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from tests.conftest import REPO_ROOT
 from tests.runtime import scenarios as sc
 from tests.session_host.hosts import worker_spec
 from tests.session_host.recording import RecordingFrameSink
+from tests.support.eventually import eventually
 from tests.support.processes import gone_within
 from toolprep.messages.content import TextPart
 from toolprep.runtime.kernel.session_host import NoWorkerAvailable, SessionHostError
@@ -50,10 +50,12 @@ LONG_WAIT = RestartBackoff(first_delay=3600.0, max_delay=3600.0)
 def _kill_and_await_replacement(host: WorkerHost, pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
     assert gone_within(pid, TURN_S)
-    deadline = time.monotonic() + TURN_S
-    while pid in host.worker_pids():
-        assert time.monotonic() < deadline, host.worker_pids()
-        time.sleep(0.05)
+
+    def replaced() -> bool:
+        assert pid not in host.worker_pids(), host.worker_pids()
+        return True
+
+    eventually(replaced, timeout=TURN_S, interval=0.05)
 
 
 def test_a_slot_that_keeps_dying_waits_and_the_others_serve(tmp_path: Path) -> None:
@@ -67,10 +69,12 @@ def test_a_slot_that_keeps_dying_waits_and_the_others_serve(tmp_path: Path) -> N
             first = host.worker_pids()[doomed_slot]
             _kill_and_await_replacement(host, first)
             # A first crash is replaced at once, and the session moved over.
-            deadline = time.monotonic() + TURN_S
-            while len(host.worker_pids()) != 2:
-                assert time.monotonic() < deadline, host.worker_pids()
-                time.sleep(0.05)
+
+            def both_up() -> bool:
+                assert len(host.worker_pids()) == 2, host.worker_pids()
+                return True
+
+            eventually(both_up, timeout=TURN_S, interval=0.05)
             assert host.restarts == 1
             successor = host.worker_pids()[doomed_slot]
             _kill_and_await_replacement(host, successor)
@@ -100,10 +104,7 @@ def test_with_every_slot_waiting_a_new_session_is_refused_naming_the_wait(
         host = WorkerHost(worker_spec(KIND, server), workers=1, backoff=LONG_WAIT)
         try:
             _kill_and_await_replacement(host, host.worker_pids()[0])
-            deadline = time.monotonic() + TURN_S
-            while not host.worker_pids():
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            eventually(host.worker_pids, timeout=TURN_S, interval=0.05)
             _kill_and_await_replacement(host, host.worker_pids()[0])
             with pytest.raises(NoWorkerAvailable) as refused:
                 host.open_session(tmp_path, RecordingFrameSink())
