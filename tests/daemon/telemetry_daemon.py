@@ -36,8 +36,10 @@ def replay_daemon(
     *options: str,
     env_extra: Mapping[str, str] | None = None,
     python_options: tuple[str, ...] = (),
+    data_dir: Path | None = None,
 ) -> DaemonProcess:
-    """A daemon on a free loopback port, its store under ``tmp_path``, on the replay provider."""
+    """A daemon on a free loopback port, its store in ``data_dir`` (default: under
+    ``tmp_path``), on the replay provider."""
     command = [
         sys.executable,
         *python_options,
@@ -49,7 +51,7 @@ def replay_daemon(
         "--provider",
         "replay",
         "--data-dir",
-        str(tmp_path / "data"),
+        str(data_dir or tmp_path / "data"),
         *options,
     ]
     env = daemon_environment({"XDG_DATA_HOME": str(tmp_path / "data-home"), **(env_extra or {})})
