@@ -200,10 +200,10 @@ class SessionPool:
             raise
 
         def ended(done: Future[TurnResult]) -> None:
-            self._metrics.turn_ended(_outcome(done))
             shared.turn_ended()
             if shared.attached == 0:
                 self._start_timer(session_id)
+            self._metrics.turn_ended(_outcome(done))  # last: the session's state comes first
 
         reply.add_done_callback(ended)
         return reply

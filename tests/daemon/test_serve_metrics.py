@@ -3,12 +3,16 @@
 The daemon runs one turn on the replay provider; a Prometheus server (the distribution's
 package) scrapes ``/metrics`` on the ACP address with the bearer token from a credentials
 file, and the tokenless ``--metrics-port``, and its query API must return the turn and
-the live session. Without the token ``/metrics`` is refused; the health paths answer
-without one, and keep the ``Host`` and ``Origin`` checks.
+the live session; a killed worker is counted as a restart. Without the token ``/metrics``
+is refused; the health paths answer without one, and keep the ``Host`` and ``Origin``
+checks.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,9 +22,11 @@ from tests.daemon.telemetry_daemon import (
     get,
     http_base,
     metrics_url,
+    one_turn,
     replay_daemon,
     sample,
 )
+from tests.support.processes import worker_pids_of
 from tests.support.ws_client import WsClient
 
 
@@ -100,6 +106,31 @@ def test_the_metrics_port_serves_only_metrics(tmp_path: Path) -> None:
         assert get(url.removesuffix("/metrics") + "/healthz").status == 404
         assert get(url, {"Origin": "https://evil.example"}).status == 403
         assert get(url, {"Host": "evil.example"}).status == 421
+    finally:
+        try:
+            assert daemon.stop() == 0
+        finally:
+            daemon.kill()
+
+
+def test_a_killed_worker_is_counted_as_a_restart(tmp_path: Path) -> None:
+    daemon = replay_daemon(tmp_path, "--workers", "2")
+    base = http_base(daemon)
+    token = {"Authorization": f"Bearer {daemon.token}"}
+    try:
+        assert sample(get(base + "/metrics", token).body, "toolprep_worker_restarts_total") == 0
+        workers = worker_pids_of(daemon.process.pid)
+        assert len(workers) == 2, workers
+        os.kill(workers[0], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while sample(get(base + "/metrics", token).body, "toolprep_worker_restarts_total") != 1:
+            assert time.monotonic() < deadline, daemon.stderr()
+            time.sleep(0.1)
+        # Replaced: both workers up again, so the daemon is ready.
+        while get(base + "/readyz").status != 200:
+            assert time.monotonic() < deadline, daemon.stderr()
+            time.sleep(0.1)
+        assert one_turn(daemon, tmp_path / "project") == "end_turn"
     finally:
         try:
             assert daemon.stop() == 0
