@@ -40,6 +40,7 @@ HOSTING = (
     "toolprep.runtime.ray_host",
     "toolprep.runtime.cli",
     "toolprep.runtime.acp",
+    "toolprep.runtime.telemetry",
 )
 KERNEL = (
     "actors",

@@ -29,6 +29,8 @@ from toolprep.runtime.tools.environment import SERVE_TOKEN_VARIABLE
 if TYPE_CHECKING:
     from toolprep.runtime.daemon.runs_with import RunsWith
     from toolprep.runtime.daemon.serve_token import ServeToken
+    from toolprep.runtime.telemetry.health import Readiness
+    from toolprep.runtime.telemetry.setup import Telemetry
 
 __all__ = [
     "ServeStart",
@@ -115,6 +117,15 @@ def serve_arguments(serve: argparse.ArgumentParser) -> None:
         f"is cancelled, and an idle one stays open (default {DEFAULT_GRACE_S:g})",
     )
     add_connection_arguments(serve)
+    serve.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="also serve GET /metrics without a token on 127.0.0.1:PORT, for a scraper on "
+        "this machine (0 picks a free one; default: only on the ACP address, with the "
+        "token). Metrics need the telemetry extra: pip install 'toolprep[telemetry]'",
+    )
     _client_mcp_arguments(serve)
     serve.add_argument(
         "--ray",
@@ -199,6 +210,8 @@ def check_serve_arguments(args: argparse.Namespace, environ: Mapping[str, str]) 
     origins = frozenset(parse_allowed_origin(origin) for origin in args.allow_origin)
     check_arguments(args)
     check_connection_arguments(args)
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise ValueError(f"--metrics-port must be a port (0-65535), got {args.metrics_port}")
     return ServeStart(token, origins, _client_mcp_policy(args))
 
 
@@ -224,6 +237,50 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     except start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
+    telemetry = _start_telemetry(hosted)
+    try:
+        return _serve_hosted(args, stop, hosted, token, origins, mcp_policy, telemetry)
+    finally:
+        telemetry.shutdown()
+
+
+def _start_telemetry(hosted: Hosted) -> Telemetry:
+    """Metrics for ``/metrics`` (always asked for) and OTLP if the ``OTEL_*`` variables say
+    so; worker restarts are read from a worker host."""
+    from toolprep.runtime.telemetry.settings import TelemetrySettings
+    from toolprep.runtime.telemetry.setup import Unavailable, start_telemetry
+    from toolprep.runtime.workers import WorkerHost
+
+    telemetry = start_telemetry(TelemetrySettings.from_environ(os.environ), prometheus=True)
+    page = None if telemetry.on else telemetry.page()
+    if isinstance(page, Unavailable):
+        logging.getLogger(__name__).warning("/metrics serves no metrics: %s", page.reason)
+    host = hosted.host
+    if isinstance(host, WorkerHost):
+        telemetry.metrics.observe_worker_restarts(lambda: host.restarts)
+    return telemetry
+
+
+def _readiness(hosted: Hosted) -> Readiness:
+    """``/readyz``: the store writable, and every worker up when the sessions run in workers."""
+    from toolprep.runtime.telemetry.health import readiness
+    from toolprep.runtime.workers import WorkerHost
+
+    host = hosted.host
+    if isinstance(host, WorkerHost):
+        return readiness(hosted.store, host.worker_pids, len(host.worker_pids()))
+    return readiness(hosted.store)
+
+
+def _serve_hosted(
+    args: argparse.Namespace,
+    stop: StopSignals,
+    hosted: Hosted,
+    token: ServeToken,
+    origins: frozenset[str],
+    mcp_policy: McpPolicy,
+    telemetry: Telemetry,
+) -> int:
     from toolprep.runtime.daemon.discovery import remove_daemon_file
     from toolprep.runtime.daemon.limits import default_max_connections, raise_open_files_limit
     from toolprep.runtime.daemon.websocket_serving import serve_websocket
@@ -260,6 +317,10 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
             meta=agent_meta(args),
             stop_requested=lambda: stop.requested,
             on_listening=announce,
+            telemetry=telemetry,
+            ready=_readiness(hosted),
+            metrics_port=args.metrics_port,
+            on_metrics_listening=_announce_metrics,
         )
     except _NoDaemonFile as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
@@ -275,9 +336,17 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     return 0
 
 
+def _announce_metrics(url: str) -> None:
+    print(f"toolprep: serving metrics without a token on {url}", file=sys.stderr, flush=True)
+
+
 def _listen_failure(args: argparse.Namespace, exc: ValueError | OSError) -> str:
     """Why the server could not listen: who holds the port, when that is known."""
+    from toolprep.runtime.daemon.metrics_port import MetricsPortUnavailable
     from toolprep.runtime.daemon.port_holder import port_in_use_message
+
+    if isinstance(exc, MetricsPortUnavailable):
+        return str(exc)
 
     taken = port_in_use_message(args.host, args.port, exc) if isinstance(exc, OSError) else None
     return taken or str(exc)

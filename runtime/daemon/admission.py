@@ -22,6 +22,12 @@ any page open a WebSocket to ``127.0.0.1``. Three checks keep pages out:
 Every malformed header is an answer (400, 401, 403 or 421) with a plain
 reason, never an exception: the library would turn one into a 500 and a
 traceback in the log.
+
+The plain GETs beside the WebSocket (``check_plain``: ``/metrics``, ``/healthz``,
+``/readyz``) keep the ``Host`` and ``Origin`` checks, which cost a scraper or a
+load balancer nothing (neither sends a foreign ``Host`` nor any ``Origin``) and
+keep pages from reading them; ``/metrics`` also needs the bearer token (a
+challenge is for upgrades only: a scrape has no first message to prove it with).
 """
 
 from __future__ import annotations
@@ -146,6 +152,19 @@ class Admission:
         else why not."""
         return self._host(headers) or self._origin(headers) or self._authorization(headers)
 
+    def check_plain(self, headers: Headers, *, token: bool) -> Refusal | None:
+        """None if a plain GET may be answered: ``Host`` and ``Origin`` as for an upgrade,
+        and with ``token`` the bearer token."""
+        refused = self._host(headers) or self._origin(headers)
+        if refused is not None or not token:
+            return refused
+        if headers.get_all(CHALLENGE_HEADER):
+            return Refusal(
+                http.HTTPStatus.UNAUTHORIZED,
+                f"{CHALLENGE_HEADER} is for WebSocket upgrades; send Authorization: Bearer <token>",
+            )
+        return self._bearer(headers.get_all("Authorization"))
+
     def _host(self, headers: Headers) -> Refusal | None:
         if not self._check_host:
             return None
@@ -177,6 +196,10 @@ class Admission:
         challenges = headers.get_all(CHALLENGE_HEADER)
         if challenges:
             return _challenge(challenges, bool(values))
+        return self._bearer(values)
+
+    def _bearer(self, values: list[str]) -> Refusal | None:
+        """None if ``values`` (the ``Authorization`` headers) carry the token."""
         if not values:
             return Refusal(http.HTTPStatus.UNAUTHORIZED, "missing Authorization: Bearer <token>")
         if len(values) > 1:

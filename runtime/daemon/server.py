@@ -39,6 +39,12 @@ sends are cut to fit that limit too (``frame_fit``).
 
 Stopping closes every connection at once (1001), within ``stop_budget_s``
 in all; sockets whose client has not answered by then are dropped.
+
+Beside ``/acp`` the same port answers plain GETs (``http_endpoints``): ``/metrics``
+(the bearer token required), ``/healthz`` and ``/readyz`` (no token); with
+``metrics_port`` the metrics are also served without a token on a loopback-only port
+(``metrics_port``). The server reads its open connections and the bytes buffered for
+them into ``telemetry``'s instruments when they are collected.
 """
 
 from __future__ import annotations
@@ -71,8 +77,10 @@ from toolprep.runtime.acp.websockets_compat import (
 from toolprep.runtime.daemon.acceptor import Acceptor, listening_socket
 from toolprep.runtime.daemon.admission import Admission, Challenged
 from toolprep.runtime.daemon.daemon_proof import PROOF_TIMEOUT_S, DaemonChallenge
+from toolprep.runtime.daemon.http_endpoints import HttpEndpoints
 from toolprep.runtime.daemon.limits import RETRY_AFTER_S
 from toolprep.runtime.daemon.message_limit import LIMIT_HEADER
+from toolprep.runtime.daemon.metrics_port import MetricsPort
 from toolprep.runtime.daemon.serial_inbox import SerialInbox
 from toolprep.runtime.daemon.serve_options import (
     DEFAULT_MAX_BUFFERED_BYTES,
@@ -82,6 +90,8 @@ from toolprep.runtime.daemon.serve_options import (
 from toolprep.runtime.daemon.session_pool import SessionPool
 from toolprep.runtime.kernel.event_loops import EventLoopChoice, new_stream_loop
 from toolprep.runtime.kernel.threads import prestarted_pool
+from toolprep.runtime.telemetry.health import ALWAYS_READY, Readiness
+from toolprep.runtime.telemetry.setup import Telemetry
 
 __all__ = [
     "ACP_PATH",
@@ -124,8 +134,14 @@ class AcpServer:
         stop_budget_s: float = STOP_BUDGET_S,
         event_loop: EventLoopChoice = "auto",
         agent_meta: Mapping[str, object] | None = None,
+        telemetry: Telemetry | None = None,
+        ready: Readiness = ALWAYS_READY,
+        metrics_port: int | None = None,
     ) -> None:
-        """``agent_meta``: what ``initialize`` says under ``_meta.toolprep``."""
+        """``agent_meta``: what ``initialize`` says under ``_meta.toolprep``. ``telemetry``:
+        the instruments the server reads into and the page ``/metrics`` serves (default:
+        none, and ``/metrics`` says so); ``ready``: what ``/readyz`` asks; ``metrics_port``:
+        also serve ``/metrics`` without a token on that loopback port (0 picks one)."""
         self._agent_meta = dict(agent_meta or {})
         if max_connections < 1:
             raise ValueError(f"max_connections must be >= 1, got {max_connections}")
@@ -145,6 +161,17 @@ class AcpServer:
         self._proving: set[ServerConnection] = set()  # challenged, their proof not read yet
         # All started now: the thread count is a constant of the configuration, not of the load.
         self._executor = prestarted_pool(HANDLER_THREADS, "toolprep-acp")
+        telemetry = telemetry or Telemetry.off("this server was started without telemetry")
+        self._endpoints = HttpEndpoints(
+            self._admission,
+            telemetry,
+            ready,
+            self._executor,
+            self._accepting,
+            probes=True,
+            token=True,
+        )
+        self._metrics_port: MetricsPort | None = None
         self._loop = new_stream_loop(event_loop)
         self._stopped = threading.Event()
         try:
@@ -153,15 +180,35 @@ class AcpServer:
             self._loop.close()
             self._executor.shutdown(wait=False)
             raise
+        if metrics_port is not None:
+            tokenless = HttpEndpoints(
+                Admission(token, allowed_origins, "127.0.0.1"),
+                telemetry,
+                ready,
+                self._executor,
+                self._accepting,
+                probes=False,
+                token=False,
+            )
+            try:
+                self._metrics_port = MetricsPort(tokenless, metrics_port)
+            except BaseException:
+                self._listener.close()
+                self._loop.close()
+                self._executor.shutdown(wait=False)
+                raise
         try:
             self._server: Server = self._loop.run_until_complete(self._listen())
             self._acceptor = Acceptor(self._loop, self._listener, self._new_connection)
             self._acceptor.start()
         except BaseException:
             self._listener.close()
+            if self._metrics_port is not None:
+                self._metrics_port.close_unopened()
             self._loop.close()
             self._executor.shutdown(wait=False)
             raise
+        telemetry.metrics.observe_connections(self)
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="toolprep-connections", daemon=True
         )
@@ -188,6 +235,8 @@ class AcpServer:
         # Its handshake answers 503 when its own asyncio server is not serving, which this
         # one never is: what counts is whether the daemon still accepts.
         serve_while(server, self._accepting)
+        if self._metrics_port is not None:
+            await self._metrics_port.open()
         return server
 
     def _accepting(self) -> bool:
@@ -211,8 +260,18 @@ class AcpServer:
         return f"ws://{host}:{port}{ACP_PATH}"
 
     @property
+    def metrics_url(self) -> str | None:
+        """Where ``/metrics`` is served without a token (``metrics_port``), if anywhere."""
+        return None if self._metrics_port is None else self._metrics_port.url
+
+    @property
     def connections(self) -> int:
         return len(self._live)
+
+    @property
+    def send_buffer_bytes(self) -> int:
+        """Bytes queued for all clients and not yet sent (read from any thread)."""
+        return sum(transport.buffered_bytes for transport in list(self._live.values()))
 
     def serve_forever(self) -> None:
         """Wait until ``shutdown``; the connections are served on the loop's own thread."""
@@ -238,6 +297,8 @@ class AcpServer:
         started = time.monotonic()
         self._acceptor.close()
         self._listener.close()
+        if self._metrics_port is not None:
+            await self._metrics_port.close()
         self._server.close(close_connections=False)  # no new connections; 503 mid-handshake
         live = list(self._live.items())
         for _, transport in live:
@@ -267,8 +328,13 @@ class AcpServer:
             self._stop_budget,
         )
 
-    def _check_request(self, connection: ServerConnection, request: Request) -> Response | None:
-        if request.path.split("?", 1)[0] != ACP_PATH:
+    async def _check_request(
+        self, connection: ServerConnection, request: Request
+    ) -> Response | None:
+        path = request.path.split("?", 1)[0]
+        if self._endpoints.serves(path):
+            return await self._endpoints.answer(connection, request, path)
+        if path != ACP_PATH:
             return connection.respond(http.HTTPStatus.NOT_FOUND, f"ACP is served on {ACP_PATH}\n")
         admitted = self._admission.check(request.headers)
         if isinstance(admitted, Challenged):

@@ -21,7 +21,9 @@ same one ``toolprep acp`` runs on stdio. What changes is ownership:
 - ``mcp_policy`` decides which MCP servers a client may name: an entry it
   refuses fails ``session/new`` and ``session/load`` (even of a live session,
   which would not start it) before anything is reserved or started. The
-  host checks again where it starts servers.
+  host checks again where it starts servers;
+- ``metrics`` (``runtime/telemetry``) counts each answered prompt by its stop
+  reason, and reads the live sessions and attached clients when collected.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from toolprep.runtime.kernel.session_host import (
 from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.store.list_cursor import decode_list_cursor, encode_list_cursor
+from toolprep.runtime.telemetry.instruments import NO_METRICS, Metrics, TurnOutcome
 
 __all__ = ["DEFAULT_GRACE_S", "LIST_PAGE_SIZE", "PoolClient", "SessionPool"]
 
@@ -73,6 +76,7 @@ class SessionPool:
         max_sessions: int | None = None,
         grace_s: float = DEFAULT_GRACE_S,
         mcp_policy: McpPolicy | None = None,
+        metrics: Metrics = NO_METRICS,
     ) -> None:
         """``mcp_policy`` defaults to allowing clients no MCP server."""
         if max_sessions is not None and max_sessions < 1:
@@ -86,6 +90,8 @@ class SessionPool:
         self._sessions: dict[str, SharedSession] = {}
         self._timers = GraceTimers(self._unattended)
         self._closed = False
+        self._metrics = metrics
+        metrics.observe_sessions(self)
 
     def client(self) -> PoolClient:
         """The host and archive one connection's agent talks to."""
@@ -95,6 +101,13 @@ class SessionPool:
     def open_sessions(self) -> int:
         with self._lock:
             return len(self._sessions)
+
+    @property
+    def attached_clients(self) -> int:
+        """Client connections attached to open sessions, once per session."""
+        with self._lock:
+            live = list(self._sessions.values())
+        return sum(shared.attached for shared in live)
 
     def shutdown(self, timeout: float = 10.0) -> None:
         with self._lock:
@@ -186,10 +199,11 @@ class SessionPool:
             shared.turn_ended()
             raise
 
-        def ended(_: Future[TurnResult]) -> None:
+        def ended(done: Future[TurnResult]) -> None:
             shared.turn_ended()
             if shared.attached == 0:
                 self._start_timer(session_id)
+            self._metrics.turn_ended(_outcome(done))  # last: the session's state comes first
 
         reply.add_done_callback(ended)
         return reply
@@ -291,6 +305,13 @@ class SessionPool:
                 self.close(session_id)
         except UnknownSession:
             self._forget(session_id)
+
+
+def _outcome(done: Future[TurnResult]) -> TurnOutcome:
+    """A finished prompt's stop reason, or ``error`` when it failed."""
+    if done.cancelled() or done.exception() is not None:
+        return "error"
+    return done.result().stop_reason or "error"
 
 
 class PoolClient:

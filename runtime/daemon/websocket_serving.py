@@ -24,6 +24,8 @@ from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
 from toolprep.runtime.kernel.event_loops import EventLoopChoice
 from toolprep.runtime.kernel.session_host import SessionArchive, SessionHost
 from toolprep.runtime.mcp.policy import McpPolicy
+from toolprep.runtime.telemetry.health import ALWAYS_READY, Readiness
+from toolprep.runtime.telemetry.setup import Telemetry
 
 __all__ = ["serve_websocket"]
 
@@ -54,6 +56,10 @@ def serve_websocket(
     stop_requested: Callable[[], bool] | None = None,
     on_listening: Callable[[str], None] | None = None,
     log_level: str | None = None,
+    telemetry: Telemetry | None = None,
+    ready: Readiness = ALWAYS_READY,
+    metrics_port: int | None = None,
+    on_metrics_listening: Callable[[str], None] | None = None,
 ) -> None:
     """Serve ACP over WebSocket at ``ws://HOST:PORT/acp`` with the sessions of
     ``session_host`` until ``stop_requested()`` turns true (polled a few times a second;
@@ -79,6 +85,12 @@ def serve_websocket(
     ``token`` must not be empty; on a non-loopback ``host`` it must be at least
     ``MIN_REMOTE_TOKEN_CHARS`` (16) characters long, as ``toolprep serve`` requires.
 
+    ``telemetry`` (``runtime.telemetry.setup.start_telemetry``) gets the sessions'
+    and connections' instruments, and is what ``GET /metrics`` (with the token) serves;
+    ``ready`` is what ``GET /readyz`` asks; ``GET /healthz`` answers while serving.
+    ``metrics_port`` serves ``/metrics`` without a token on that loopback port too (0 picks
+    one): ``on_metrics_listening(url)`` is called once it listens.
+
     Raises ``ValueError`` for an option it cannot serve with (a bad origin, a short token) and
     ``OSError`` when it cannot listen (the port taken), ``session_host`` shut down first.
     """
@@ -86,6 +98,7 @@ def serve_websocket(
     from toolprep.runtime.daemon.serve_token import check_served_token
     from toolprep.runtime.daemon.server import AcpServer
     from toolprep.runtime.daemon.session_pool import SessionPool
+    from toolprep.runtime.telemetry.instruments import NO_METRICS
 
     if log_level is not None:
         from toolprep.runtime.hosting.assembly import configure_logging
@@ -97,6 +110,7 @@ def serve_websocket(
         max_sessions=max_sessions,
         grace_s=disconnect_grace_s,
         mcp_policy=mcp_policy,
+        metrics=telemetry.metrics if telemetry is not None else NO_METRICS,
     )
     try:
         check_served_token(token, host)
@@ -113,6 +127,9 @@ def serve_websocket(
             ping_timeout_s=ping_timeout_s,
             event_loop=event_loop,
             agent_meta=meta,
+            telemetry=telemetry,
+            ready=ready,
+            metrics_port=metrics_port,
         )
     except BaseException:
         pool.shutdown()
@@ -124,6 +141,8 @@ def serve_websocket(
     try:
         if on_listening is not None:
             on_listening(server.url)
+        if on_metrics_listening is not None and server.metrics_url is not None:
+            on_metrics_listening(server.metrics_url)
         while not (stop_requested or _never)():
             time.sleep(_STOP_POLL_S)
         logger.info("stop requested: ending the running turns")

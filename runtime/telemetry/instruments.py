@@ -1,0 +1,142 @@
+"""The daemon's instruments, as a typed facade whose methods do nothing when telemetry is off.
+
+Code that records calls ``Metrics`` methods and never imports OpenTelemetry: with
+telemetry off it holds ``NO_METRICS``, whose methods return at once, so a turn pays one
+method call and nothing is imported. With the ``telemetry`` extra the same calls reach the
+SDK's instruments (``otel_instruments``).
+
+Two kinds of instrument, so that no hot path counts what it can be asked for:
+
+- counted where it happens: ``toolprep.turns`` (``turn_ended``, labelled by stop reason);
+- read when a reader collects (a scrape of ``/metrics``, an OTLP export): live sessions,
+  attached clients, open connections, bytes waiting in send buffers, worker restarts. Their
+  owners register a reading (``observe_*``) that is called only then.
+
+Names and units follow the OpenTelemetry conventions (dotted names, UCUM units with
+``{annotations}`` for counts). No session id, path, content or argument is ever a label:
+the only label is a turn's stop reason, one of a few fixed words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol
+
+__all__ = [
+    "CLIENTS_ATTACHED",
+    "CONNECTIONS_OPEN",
+    "INSTRUMENTS",
+    "NO_METRICS",
+    "SEND_BUFFER_BYTES",
+    "SESSIONS_LIVE",
+    "TURNS",
+    "WORKER_RESTARTS",
+    "ConnectionReadings",
+    "InstrumentKind",
+    "InstrumentSpec",
+    "Metrics",
+    "SessionReadings",
+    "TurnOutcome",
+]
+
+TurnOutcome = Literal[
+    "end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"
+]
+"""A turn's ``stop_reason`` label: ACP's stop reasons, or ``error`` for a prompt that failed."""
+
+
+InstrumentKind = Literal["counter", "observable_counter", "observable_up_down_counter"]
+
+
+@dataclass(frozen=True, slots=True)
+class InstrumentSpec:
+    """One instrument's name, kind, unit and meaning, declared once for the SDK and the docs."""
+
+    name: str
+    kind: InstrumentKind
+    unit: str
+    description: str
+
+
+TURNS: Final = InstrumentSpec(
+    "toolprep.turns", "counter", "{turn}", "Prompt turns answered, by stop reason."
+)
+SESSIONS_LIVE: Final = InstrumentSpec(
+    "toolprep.sessions.live",
+    "observable_up_down_counter",
+    "{session}",
+    "Sessions open in the daemon (attached to or not).",
+)
+CLIENTS_ATTACHED: Final = InstrumentSpec(
+    "toolprep.clients.attached",
+    "observable_up_down_counter",
+    "{client}",
+    "Client connections attached to sessions, counted once per session they attach to.",
+)
+CONNECTIONS_OPEN: Final = InstrumentSpec(
+    "toolprep.connections.open",
+    "observable_up_down_counter",
+    "{connection}",
+    "WebSocket connections open on /acp.",
+)
+SEND_BUFFER_BYTES: Final = InstrumentSpec(
+    "toolprep.send_buffer.bytes",
+    "observable_up_down_counter",
+    "By",
+    "Bytes queued for clients and not yet sent, over all connections.",
+)
+WORKER_RESTARTS: Final = InstrumentSpec(
+    "toolprep.worker.restarts",
+    "observable_counter",
+    "{restart}",
+    "Worker processes started to replace one that ended.",
+)
+INSTRUMENTS: Final = (
+    TURNS,
+    SESSIONS_LIVE,
+    CLIENTS_ATTACHED,
+    CONNECTIONS_OPEN,
+    SEND_BUFFER_BYTES,
+    WORKER_RESTARTS,
+)
+
+
+class SessionReadings(Protocol):
+    """What a session pool tells at collection time."""
+
+    @property
+    def open_sessions(self) -> int: ...
+
+    @property
+    def attached_clients(self) -> int: ...
+
+
+class ConnectionReadings(Protocol):
+    """What a server tells at collection time."""
+
+    @property
+    def connections(self) -> int: ...
+
+    @property
+    def send_buffer_bytes(self) -> int: ...
+
+
+class Metrics:
+    """The instruments, every method a no-op: what ``NO_METRICS`` is, and the base of the
+    SDK-backed one. Thread-safe."""
+
+    def turn_ended(self, outcome: TurnOutcome) -> None:
+        """A prompt turn was answered (``outcome`` is its stop reason, or ``error``)."""
+
+    def observe_sessions(self, readings: SessionReadings) -> None:
+        """Read live sessions and attached clients from ``readings`` at each collection."""
+
+    def observe_connections(self, readings: ConnectionReadings) -> None:
+        """Read open connections and buffered bytes from ``readings`` at each collection."""
+
+    def observe_worker_restarts(self, restarts: Callable[[], int]) -> None:
+        """Read the worker restarts so far from ``restarts`` at each collection."""
+
+
+NO_METRICS: Final = Metrics()

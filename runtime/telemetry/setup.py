@@ -1,0 +1,106 @@
+"""Start the process's telemetry from its settings: OpenTelemetry when configured, else nothing.
+
+``start_telemetry`` is the one place that decides; the rest of the process holds the
+``Telemetry`` it returns: its ``metrics`` facade (``NO_METRICS`` when off), the page
+``/metrics`` serves, and ``shutdown``. Nothing of OpenTelemetry is imported unless
+telemetry is on and the ``telemetry`` extra is installed (``sdk_pipeline`` is imported
+here, inside the function, only then).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from toolprep.runtime.telemetry.instruments import NO_METRICS, Metrics
+from toolprep.runtime.telemetry.settings import TelemetrySettings
+
+__all__ = [
+    "INSTALL_HINT",
+    "Exposition",
+    "MetricsPage",
+    "Telemetry",
+    "Unavailable",
+    "start_telemetry",
+]
+
+logger = logging.getLogger(__name__)
+
+INSTALL_HINT: Final = "install the telemetry extra: pip install 'toolprep[telemetry]'"
+
+
+@dataclass(frozen=True, slots=True)
+class Exposition:
+    """A rendered scrape: the body in the format ``content_type`` names."""
+
+    body: bytes
+    content_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """No metrics to serve, and why (what ``/metrics`` answers with a 503)."""
+
+    reason: str
+
+
+MetricsPage = Exposition | Unavailable
+"""What a scrape gets."""
+
+
+class Telemetry:
+    """What ``start_telemetry`` started. ``page(accept)`` renders the metrics for a scrape
+    whose ``Accept`` header is ``accept``; ``shutdown`` flushes and stops the exporters
+    within a bounded time."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        page: Callable[[str], MetricsPage],
+        shutdown: Callable[[], None],
+    ) -> None:
+        self.metrics = metrics
+        self._page = page
+        self._shutdown = shutdown
+
+    @classmethod
+    def off(cls, reason: str) -> Telemetry:
+        """Nothing recorded; ``/metrics`` says ``reason``."""
+        unavailable = Unavailable(reason)
+        return cls(NO_METRICS, lambda _: unavailable, lambda: None)
+
+    @property
+    def on(self) -> bool:
+        return self.metrics is not NO_METRICS
+
+    def page(self, accept: str = "") -> MetricsPage:
+        return self._page(accept)
+
+    def shutdown(self) -> None:
+        self._shutdown()
+
+
+def start_telemetry(settings: TelemetrySettings, *, prometheus: bool) -> Telemetry:
+    """The process's telemetry. ``prometheus``: a ``/metrics`` page is served (``serve``),
+    so metrics are recorded whenever OpenTelemetry is not disabled and installed."""
+    if settings.disabled:
+        return Telemetry.off(
+            "telemetry is disabled (OTEL_SDK_DISABLED=true): no metrics are recorded; "
+            "unset it to serve them"
+        )
+    if not prometheus and not settings.otlp_metrics:
+        return Telemetry.off("telemetry is not configured")
+    try:
+        from toolprep.runtime.telemetry.sdk_pipeline import start_sdk
+    except ImportError as exc:
+        reason = f"metrics are not recorded: {INSTALL_HINT} ({exc})"
+        if settings.otlp_metrics:
+            logger.warning("OTLP export was asked for, but %s", reason)
+        return Telemetry.off(reason)
+    try:
+        return start_sdk(settings, prometheus=prometheus)
+    except Exception as exc:  # telemetry never keeps the process from serving
+        logger.exception("telemetry could not start; going on without it")
+        return Telemetry.off(f"telemetry could not start: {exc}")
