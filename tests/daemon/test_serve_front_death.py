@@ -13,6 +13,7 @@ from pathlib import Path
 from tests.acp.test_worker_front_death import DEADLINE_S, workers_of
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
+from tests.support.eventually import eventually
 from tests.support.processes import alive, gone_within, pid_from
 from toolprep.testing import FakeProviderServer
 
@@ -35,7 +36,9 @@ def test_a_killed_front_takes_its_workers_and_their_tool_calls_along(
     start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path
 ) -> None:
     daemon = start_daemon("--no-persist", "--allow-shell", "--sandbox", "off", "--workers", "2")
-    first = sc.shell("echo $$ > shell.pid; sleep 2; touch first.marker", "call_first")
+    # Sleeps longer than the waits below: a command left running could not end on its own
+    # in time and pass for one that was stopped.
+    first = sc.shell("echo $$ > shell.pid; sleep 120; touch first.marker", "call_first")
     second = sc.shell("touch second.marker", "call_second")
     provider.enqueue(
         sc.ok(sc.calls_turn(KIND, [first, second])),
@@ -55,7 +58,12 @@ def test_a_killed_front_takes_its_workers_and_their_tool_calls_along(
     survivors = {pid for pid in workers if not gone_within(pid, DEADLINE_S)}
     assert not survivors, f"workers outlived their front: {survivors}"
     assert gone_within(shell_pid, DEADLINE_S)
-    assert group_members(tool_group) == []
+    # Killed together, the group's members still end one by one (each when next scheduled).
+    eventually(
+        lambda: group_members(tool_group) == [],
+        timeout=DEADLINE_S,
+        what=f"the tool's process group {tool_group} ended: ",
+    )
     # The workers are gone, so nothing is left that could still write the markers.
     assert not (workdir / "first.marker").exists()
     assert not (workdir / "second.marker").exists()
