@@ -80,15 +80,20 @@ def http_base(daemon: DaemonProcess) -> str:
     return daemon.url.replace("ws://", "http://", 1).removesuffix("/acp")
 
 
-def metrics_url(daemon: DaemonProcess, timeout: float = 30.0) -> str:
-    """The tokenless metrics URL the daemon announced (``--metrics-port``)."""
+def logged(daemon: DaemonProcess, line: re.Pattern[str], timeout: float = 60.0) -> re.Match[str]:
+    """The first match of ``line`` in the daemon's log, once it has written one."""
     found = eventually(
-        lambda: _METRICS_LINE.search(daemon.stderr()),
+        lambda: line.search(daemon.stderr()),
         timeout=timeout,
-        what="the daemon announced its metrics URL: ",
+        what=f"the daemon logged {line.pattern!r}: ",
     )
     assert found is not None  # eventually returns only a true value
-    return found.group(1)
+    return found
+
+
+def metrics_url(daemon: DaemonProcess, timeout: float = 30.0) -> str:
+    """The tokenless metrics URL the daemon announced (``--metrics-port``)."""
+    return logged(daemon, _METRICS_LINE, timeout).group(1)
 
 
 @dataclass(frozen=True)

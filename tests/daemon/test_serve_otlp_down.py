@@ -11,17 +11,7 @@ import re
 import socket
 from pathlib import Path
 
-from tests.daemon.telemetry_daemon import get, http_base, one_turn, replay_daemon, sample
-from tests.support.daemon_process import DaemonProcess
-from tests.support.eventually import eventually
-
-
-def _wait_for_log(daemon: DaemonProcess, line: re.Pattern[str], timeout: float = 60.0) -> None:
-    eventually(
-        lambda: line.search(daemon.stderr()),
-        timeout=timeout,
-        what=f"the daemon logged {line.pattern!r}: ",
-    )
+from tests.daemon.telemetry_daemon import get, http_base, logged, one_turn, replay_daemon, sample
 
 
 def test_a_turn_ends_normally_while_otlp_export_fails(tmp_path: Path) -> None:
@@ -41,7 +31,7 @@ def test_a_turn_ends_normally_while_otlp_export_fails(tmp_path: Path) -> None:
         try:
             assert one_turn(daemon, tmp_path / "project") == "end_turn"
             # The export was really tried, and failed, at that port.
-            _wait_for_log(daemon, re.compile(rf"metric_exporter: .*port={port}\).*/v1/metrics"))
+            logged(daemon, re.compile(rf"metric_exporter: .*port={port}\).*/v1/metrics"))
             assert one_turn(daemon, tmp_path / "again") == "end_turn"
             scraped = get(
                 http_base(daemon) + "/metrics", {"Authorization": f"Bearer {daemon.token}"}
