@@ -88,6 +88,9 @@ SECRET_NAME_PATTERNS: tuple[str, ...] = (
     # Sessions that grant access (AWS_SESSION_TOKEN, *_SESSION_KEY and *_SESSION_SECRET
     # are already caught by the rules above).
     "*_SESSION_TOKEN",
+    # The collector's headers (OTEL_EXPORTER_OTLP_HEADERS and its per-signal forms) carry
+    # its credentials: ``Authorization=Bearer ...``, ``api-key=...``.
+    "OTEL_EXPORTER_OTLP_*HEADERS",
     # Whole families.
     "AWS_*",
     "OP_SESSION_*",  # 1Password CLI sessions

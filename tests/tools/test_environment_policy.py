@@ -11,6 +11,9 @@ import pytest
 from toolprep.runtime.tools.environment import REDACTED, EnvironmentPolicy, is_secret_name
 
 SECRET_NAMES = (
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
     "ANTHROPIC_API_KEY",
     "OPENAI_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
@@ -52,6 +55,8 @@ SECRET_NAMES = (
 )
 
 HARMLESS_NAMES = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_SERVICE_NAME",
     "PATH",
     "HOME",
     "LANG",
