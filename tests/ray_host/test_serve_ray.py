@@ -115,6 +115,12 @@ def test_serve_on_ray_keeps_the_boundary_promises_when_a_shard_is_killed(
         cut = client.prompt(victim)
         client.answer_permission(_asked(client, 2), "allow_once")
         sleeper = pid_from(victim_dir / "sleep.pid", DEADLINE_S)
+        # The kill comes once the client has been shown the call running: the frame that says
+        # so crosses the cluster after the command has started, not before.
+        client.wait_for(
+            lambda _: "in_progress" in lifecycle(client.updates(victim)).get("call_cut", []),
+            DEADLINE_S,
+        )
         found = where[victim]
         assert found is not None
         ray.kill(found[1])
