@@ -105,6 +105,9 @@ class AcpEmitter(RoleActor):
                 stored.append((write.stored, unstored))
         for send_updates, frames in batches.items():
             self._write(send_updates, frames)
+        observer = self.directory.observer
+        for write in msg.writes:
+            observer.frames_written(write.session_id, write.updates)
         for future, unstored in stored:
             _resolve(future, unstored)
 
@@ -117,13 +120,19 @@ class AcpEmitter(RoleActor):
             notice = journal.turn_ended(msg.session_id, msg.history, rewritten=msg.rewritten)
             if notice is not None:
                 self._write(sink.send_updates, [(msg.session_id, notice)])
-        _resolve(msg.reply, msg.result)
+        result = msg.result
+        end = result.stop_reason if result.stop_reason is not None else "error"
+        self.directory.observer.turn_ended(msg.session_id, end)
+        _resolve(msg.reply, result)
 
     def on_ask_permission(self, msg: AskPermission) -> None:
         sink = self.state.sinks.get(msg.session_id)
         if sink is None:
             _resolve(msg.reply, "cancelled")
             return
+        observer = self.directory.observer
+        call_id = str(msg.tool_call.get("toolCallId", ""))
+        observer.permission_asked(msg.session_id, call_id)
         try:
             answer = sink.request_permission(msg.session_id, msg.tool_call, msg.request)
         except Exception as exc:
@@ -136,6 +145,7 @@ class AcpEmitter(RoleActor):
                 outcome = done.result()
             except Exception:
                 outcome = "cancelled"
+            observer.permission_answered(msg.session_id, call_id, outcome)
             _resolve(msg.reply, outcome)
 
         answer.add_done_callback(relay)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import pykka
 
 from toolprep.actors.pykka_compat import told_messages
+from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +48,17 @@ class RestartBudgetExceeded(RuntimeError):
 
 
 class RoleDirectory:
-    """Name -> live actor, with restart-on-crash inside a budget per role."""
+    """Name -> live actor, with restart-on-crash inside a budget per role; and the
+    ``observer`` every role tells what it did (``runtime.kernel.observer``)."""
 
-    def __init__(self, *, max_restarts: int = 5, within_seconds: float = 60.0) -> None:
+    def __init__(
+        self,
+        *,
+        max_restarts: int = 5,
+        within_seconds: float = 60.0,
+        observer: TurnObserver = NO_OBSERVER,
+    ) -> None:
+        self.observer = observer
         self._refs: dict[str, pykka.ActorRef[Any]] = {}
         self._factories: dict[str, RoleFactory] = {}
         self._crashes: dict[str, deque[float]] = {}

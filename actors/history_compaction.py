@@ -81,6 +81,7 @@ class HistoryCompaction:
             len(session.history),
         )
         order = session.order[session.route]
+        self.directory.observer.compaction_started(session.session_id)
         self.directory.tell(
             READER, SummariseHistory(session.session_id, session.attempt, order, request)
         )
@@ -95,12 +96,14 @@ class HistoryCompaction:
         # The turn's prompt moved with the cut (or, in a long turn, went into the summary).
         session.turn.history_mark = max(1, session.turn.history_mark - count + 1)
         notes = (compaction_note(count),)
+        self.directory.observer.compaction_ended(session.session_id, "completed")
         self.directory.tell(EMITTER, WriteFrames.of(session.session_id, notes))
 
     def failed(self, session: SessionState, error: str) -> None:
         """The request goes on with the whole history; the editor hears why it was not
         compacted."""
         logger.warning("compacting %s failed: %s", session.session_id, error)
+        self.directory.observer.compaction_ended(session.session_id, "failed")
         notes = (compaction_failed_note(error),)
         self.directory.tell(EMITTER, WriteFrames.of(session.session_id, notes))
 

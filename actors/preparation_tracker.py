@@ -149,8 +149,17 @@ class PreparationTracker(RoleActor):
             return None
         track, attempt = live
         updates: list[dict[str, Any]] = []
+        named = len(attempt.order)
         for chunk in batch.chunks:
             self._read_chunk(track, attempt, chunk, updates)
+        if len(attempt.order) > named:  # cards opened: their wait started when the batch came
+            observer = self.directory.observer
+            for raw_id in attempt.order[named:]:
+                entry = attempt.entries[raw_id]
+                if entry.card_shown:
+                    observer.tool_named(
+                        batch.session_id, entry.call_id, entry.tool_name, batch.received_at
+                    )
         return SessionFrames(batch.session_id, tuple(updates)) if updates else None
 
     def _read_chunk(

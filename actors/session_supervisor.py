@@ -193,16 +193,7 @@ class SessionSupervisor(RoleActor):
             msg.reply.set_result(TurnResult(None, error=error, failure="prompt_too_large"))
             return
         session.turn = Turn(msg.reply, history_mark=len(session.history), prompt=msg.prompt)
-        if msg.user_message is not None:
-            # Accepted: the prompt goes on record ahead of everything the turn sends.
-            said = msg.user_message
-            chunks = tuple(user_message_chunk(said.message_id, block) for block in said.blocks)
-            self.directory.tell(EMITTER, WriteFrames.of(session.session_id, chunks))
-        untitled = title_of(session.history) is None
-        session.history.append(Content("user", msg.prompt))
-        if untitled and (title := title_of(session.history)) is not None:
-            frame = session_info_update(title, time.time())
-            self.directory.tell(EMITTER, WriteFrames.of(session.session_id, (frame,)))
+        _take_prompt(self.directory, session, msg)
         first = session.first_route
         session.order = (first, *(i for i in range(len(self.routes)) if i != first))
         session.route = 0
@@ -252,13 +243,14 @@ class SessionSupervisor(RoleActor):
         session.phase = "streaming"
         route = self._route(session)
         assert route is not None
-        request = ModelRequest(
-            model=route.model,
-            history=tuple(session.history),
-            system=self.config.system_prompt,
-            tools=self.tools + session.tools if session.tools else self.tools,
-            max_tokens=self.config.max_tokens,
-            conversation=session.session_id,
+        request = _model_request(self.config, self.tools, session, route.model)
+        turn.attempt_usage = None
+        self.directory.observer.attempt_started(
+            session.session_id,
+            session.attempt,
+            route.model,
+            retry=session.retries,
+            fallback=session.route > 0,
         )
         self.directory.tell(TRACKER, BeginAttempt(session.session_id, session.attempt))
         self.directory.tell(
@@ -351,6 +343,9 @@ class SessionSupervisor(RoleActor):
             return
         after = session.turn.after or AfterAttempt("fail")
         session.turn.after = None
+        self.directory.observer.attempt_ended(
+            msg.session_id, msg.attempt, msg.reason, session.turn.attempt_usage
+        )
         match after.step:
             case "retry":
                 session.phase = "backoff"
@@ -401,6 +396,7 @@ class SessionSupervisor(RoleActor):
         if session is None or session.turn is None:
             return
         turn = session.turn
+        turn.attempt_usage = msg.usage
         if msg.usage is not None:
             turn.usage = msg.usage
             session.used = msg.usage.total_tokens
@@ -420,6 +416,9 @@ class SessionSupervisor(RoleActor):
             return
         if msg.content.parts:
             session.history.append(msg.content)
+        self.directory.observer.attempt_ended(
+            session.session_id, session.attempt, "succeeded", msg.usage
+        )
         self.directory.tell(TRACKER, CallsReleased(session.session_id, session.attempt))
         if msg.calls:
             session.phase = "tools"
@@ -457,6 +456,7 @@ class SessionSupervisor(RoleActor):
         session.turn.cancel_requested = True
         if session.phase == "compacting":  # no cards yet: the summary is simply dropped
             self.directory.tell(READER, CloseStream(session.session_id, session.attempt))
+            self.directory.observer.compaction_ended(session.session_id, "cancelled")
             self._finish(session, "cancelled")
         elif session.phase in ("streaming", "ending"):
             self._end_attempt(session, "cancel", AfterAttempt("cancel"))
@@ -494,6 +494,37 @@ class SessionSupervisor(RoleActor):
         failure: TurnFailure | None = None,
     ) -> None:
         finish_turn(self.directory, self.state, session, stop, error=error, failure=failure)
+
+
+def _take_prompt(directory: RoleDirectory, session: SessionState, msg: StartTurn) -> None:
+    """An accepted prompt goes on record ahead of everything the turn sends (and names an
+    untitled session); the observer hears the turn began, under the caller's trace."""
+    said = msg.user_message
+    directory.observer.turn_started(
+        session.session_id, said.trace_context if said is not None else {}
+    )
+    if said is not None:
+        chunks = tuple(user_message_chunk(said.message_id, block) for block in said.blocks)
+        directory.tell(EMITTER, WriteFrames.of(session.session_id, chunks))
+    untitled = title_of(session.history) is None
+    session.history.append(Content("user", msg.prompt))
+    if untitled and (title := title_of(session.history)) is not None:
+        frame = session_info_update(title, time.time())
+        directory.tell(EMITTER, WriteFrames.of(session.session_id, (frame,)))
+
+
+def _model_request(
+    config: TurnConfig, tools: tuple[ToolDeclaration, ...], session: SessionState, model: str
+) -> ModelRequest:
+    """The next request of the session's turn, over its history as it now stands."""
+    return ModelRequest(
+        model=model,
+        history=tuple(session.history),
+        system=config.system_prompt,
+        tools=tools + session.tools if session.tools else tools,
+        max_tokens=config.max_tokens,
+        conversation=session.session_id,
+    )
 
 
 def _responses(results: tuple[ToolCallResult, ...]) -> tuple[Part, ...]:

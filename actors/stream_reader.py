@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,16 +53,16 @@ class ChunkOutbox:
     def __init__(self, directory: RoleDirectory, loop: asyncio.AbstractEventLoop) -> None:
         self._directory = directory
         self._loop = loop
-        self._pending: dict[tuple[str, int], list[GenerateContentResponse]] = {}
+        self._pending: dict[tuple[str, int], tuple[float, list[GenerateContentResponse]]] = {}
 
     def add(self, session_id: str, attempt: int, chunk: GenerateContentResponse) -> None:
         if not self._pending:
             self._loop.call_soon(self.flush)  # after every stream this iteration woke
         batch = self._pending.get((session_id, attempt))
         if batch is None:
-            self._pending[(session_id, attempt)] = [chunk]
+            self._pending[(session_id, attempt)] = (time.monotonic(), [chunk])
         else:
-            batch.append(chunk)
+            batch[1].append(chunk)
 
     def drop(self, session_id: str, attempt: int) -> None:
         """Forget what an abandoned attempt read but did not yet hand over."""
@@ -72,8 +73,8 @@ class ChunkOutbox:
         if not self._pending:
             return
         batches = tuple(
-            AttemptChunks(session_id, attempt, tuple(chunks))
-            for (session_id, attempt), chunks in self._pending.items()
+            AttemptChunks(session_id, attempt, tuple(chunks), received_at)
+            for (session_id, attempt), (received_at, chunks) in self._pending.items()
         )
         self._pending = {}
         self._directory.tell(TRACKER, ChunksReceived(batches))
@@ -233,8 +234,12 @@ async def _pump(
 ) -> None:
     """Forward one attempt's chunks, then exactly one end-of-stream message."""
     stream = provider.stream(request)
+    first = True
     try:
         async for chunk in stream:
+            if first:
+                first = False
+                directory.observer.first_chunk(session_id, attempt, time.monotonic())
             outbox.add(session_id, attempt, chunk)
     except asyncio.CancelledError:
         outbox.drop(session_id, attempt)

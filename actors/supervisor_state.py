@@ -64,6 +64,7 @@ class Turn:
     requests: int = 0
     cancel_requested: bool = False
     usage: Usage | None = None
+    attempt_usage: Usage | None = None  # what the current attempt's reply said it used
     last_error: str | None = None
     model_failed: bool = False  # the last failure was the model request's, not a crash
     compacted: bool = False  # the history's start was replaced by a summary

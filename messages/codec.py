@@ -107,9 +107,11 @@ def load_content(raw: Any) -> Content:
 
 def dump_prompt(parts: Sequence[Part], user_message: UserMessage | None) -> dict[str, Any]:
     """A prompt as it crosses to a worker: the model's parts and what the client sent."""
-    said = None
+    said: dict[str, Any] | None = None
     if user_message is not None:
         said = {"id": user_message.message_id, "blocks": list(user_message.blocks)}
+        if user_message.trace_context:
+            said["trace"] = user_message.trace_context
     return {"parts": dump_parts(parts), "user_message": said}
 
 
@@ -117,10 +119,16 @@ def load_prompt(raw: Any) -> tuple[list[Part], UserMessage | None]:
     match raw:
         case {"parts": parts, "user_message": None}:
             return load_parts(parts), None
-        case {"parts": parts, "user_message": {"id": str(message_id), "blocks": list(blocks)}} if (
-            all(isinstance(block, dict) for block in blocks)
-        ):
-            return load_parts(parts), UserMessage(message_id, tuple(blocks))
+        case {
+            "parts": parts,
+            "user_message": {"id": str(message_id), "blocks": list(blocks)} as said,
+        } if all(isinstance(block, dict) for block in blocks):
+            trace = said.get("trace", {})
+            if not isinstance(trace, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in trace.items()
+            ):
+                raise CodecError(f"not a trace context: {trace!r}")
+            return load_parts(parts), UserMessage(message_id, tuple(blocks), trace)
         case _:
             raise CodecError(f"not a prompt: {raw!r}")
 

@@ -60,6 +60,9 @@ class UserMessage:
 
     message_id: str
     blocks: tuple[dict[str, Any], ...]
+    trace_context: dict[str, str] = field(default_factory=dict)
+    """The caller's W3C trace context (``traceparent``, ``tracestate``) from the prompt's
+    ``_meta``, under which the turn's trace hangs; empty when it sent none."""
 
 
 # --- supervisor inputs -------------------------------------------------------
@@ -266,6 +269,8 @@ class AttemptChunks:
     session_id: str
     attempt: int
     chunks: tuple[GenerateContentResponse, ...]
+    received_at: float = 0.0
+    """When the first of them was read (``time.monotonic()``): where a card's wait starts."""
 
 
 @dataclass(frozen=True, slots=True)

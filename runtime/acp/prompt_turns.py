@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from concurrent.futures import Future
-from typing import Any, assert_never
+from typing import Any, Final, assert_never
 
 from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.acp.connection_sessions import ConnectionSessions
@@ -23,7 +23,7 @@ from toolprep.runtime.acp.prompt_content import parse_prompt
 from toolprep.runtime.acp.session_errors import SESSION_NOT_FOUND, read_only
 from toolprep.runtime.kernel.session_host import SessionHost, StoreReadOnly, UnknownSession
 
-__all__ = ["PromptTurns"]
+__all__ = ["TRACE_FIELDS", "PromptTurns", "trace_context_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class PromptTurns:
     def prompt(self, params: Any, request_id: Any = None) -> Any:
         session_id = self._sessions.named(params)
         content = parse_prompt(params.get("prompt"))
-        said = UserMessage(f"msg_{uuid.uuid4().hex}", content.blocks)
+        said = UserMessage(f"msg_{uuid.uuid4().hex}", content.blocks, trace_context_of(params))
         # The session records the prompt for replay; this client shows it already.
         own_prompts = self._sink.own_prompts
         own_prompts.sent(session_id, said.message_id)
@@ -118,3 +118,21 @@ class PromptTurns:
             self._host.cancel(session_id)
         except UnknownSession as exc:  # closed by the host meanwhile
             logger.warning("session/cancel ignored: %s", exc)
+
+
+TRACE_FIELDS: Final = {"traceparent": 55, "tracestate": 512}
+"""The W3C trace context a request's ``_meta`` may carry, and the longest value kept
+(a ``traceparent`` is 55 characters; ``tracestate`` is capped at 512 by the spec)."""
+
+
+def trace_context_of(params: Any) -> dict[str, str]:
+    """``traceparent`` and ``tracestate`` from the prompt's ``_meta``: strings of a sane
+    length only; anything else is left out (whether it parses is the tracer's affair)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        return {}
+    return {
+        name: value
+        for name, longest in TRACE_FIELDS.items()
+        if isinstance(value := meta.get(name), str) and 0 < len(value) <= longest
+    }

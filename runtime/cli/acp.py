@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import BinaryIO
 
 from toolprep.runtime.cli.hosting import agent_meta, build_host, run_until_stopped
 from toolprep.runtime.cli.options import check_arguments, runtime_arguments, start_errors
 from toolprep.runtime.hosting.assembly import configure_logging
+from toolprep.runtime.kernel.observer import TurnObserver
 from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.process.stop_signals import StopSignals
 from toolprep.runtime.process.tuning import tune_process_for_daemon
@@ -50,15 +52,29 @@ def _serve_acp(args: argparse.Namespace, stop: StopSignals) -> int:
     except (ValueError, OSError) as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
-    from toolprep.runtime.acp.stdio_serving import serve_stdio
 
     # stdout carries only protocol messages: anything printed by accident goes to stderr,
     # from here on (building the host may print).
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr
+    from toolprep.runtime.telemetry.setup import telemetry_from_environ
+
+    # OTLP if the OTEL_* variables ask for it (the client may pass them); else nothing.
+    telemetry = telemetry_from_environ(prometheus=False, count_turns=True)
+    try:
+        return _serve_hosted(args, stop, protocol_out, telemetry.observer)
+    finally:
+        telemetry.shutdown()
+
+
+def _serve_hosted(
+    args: argparse.Namespace, stop: StopSignals, protocol_out: BinaryIO, observer: TurnObserver
+) -> int:
+    from toolprep.runtime.acp.stdio_serving import serve_stdio
+
     try:
         # The client is the editor that launched this process: its servers are the user's.
-        hosted = build_host(args, stop, McpPolicy.trusted())
+        hosted = build_host(args, stop, McpPolicy.trusted(), observer)
     except start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from toolprep.runtime.hosting.options import RuntimeOptions
+from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 from toolprep.runtime.kernel.session_host import SessionArchive, SessionHost, SessionHostError
 from toolprep.runtime.mcp.policy import McpPolicy
 from toolprep.runtime.process.stop_signals import StopSignals
@@ -53,9 +54,15 @@ class Hosted(NamedTuple):
     """This process's connection to the store, closed (checkpointing the WAL) at exit."""
 
 
-def build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPolicy) -> Hosted:
+def build_host(
+    args: argparse.Namespace,
+    stop: StopSignals,
+    mcp_policy: McpPolicy,
+    observer: TurnObserver = NO_OBSERVER,
+) -> Hosted:
     """The sessions' host from the runtime options: this process, or ``--workers`` processes
-    (``serve`` leaves it unset: one per core).
+    (``serve`` leaves it unset: one per core). ``observer`` watches an in-process runtime's
+    turns; workers and shards start their own telemetry from the same ``OTEL_*`` variables.
 
     ``mcp_policy`` says which MCP servers clients may name; it travels with the options.
 
@@ -64,7 +71,7 @@ def build_host(args: argparse.Namespace, stop: StopSignals, mcp_policy: McpPolic
     """
     options, workers, path = _host_options(args, mcp_policy)
     if workers == 1 and getattr(args, "ray", None) is None:
-        return _in_process(options, stop)
+        return _in_process(options, stop, observer)
     front_store = _front_store(path, args.synchronous)
     if getattr(args, "ray", None) is not None:
         return _ray_hosted(args, options, front_store, stop)
@@ -94,11 +101,11 @@ def _host_options(
     return options, workers, path
 
 
-def _in_process(options: RuntimeOptions, stop: StopSignals) -> Hosted:
+def _in_process(options: RuntimeOptions, stop: StopSignals, observer: TurnObserver) -> Hosted:
     """Every session in this process, on one runtime."""
     from toolprep.runtime.hosting.assembly import runtime_from_options
 
-    runtime = runtime_from_options(options)
+    runtime = runtime_from_options(options, observer=observer)
     if runtime.store is not None:
         # Before any session runs: what a killed predecessor left open gets its discard
         # (or, if the store cannot be written now, once it can).

@@ -233,32 +233,41 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
         # and the tools' environment policy keeps it (and any copy of its value) out of
         # every tool and MCP server, and masks it in their output.
         hold_secret(SERVE_TOKEN_VARIABLE, token.value)
-        hosted = build_host(args, stop, mcp_policy)
     except start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
-    telemetry = _start_telemetry(hosted)
+    telemetry = _start_telemetry()
     try:
+        try:
+            hosted = build_host(args, stop, mcp_policy, telemetry.observer)
+        except start_errors() as exc:
+            print(f"toolprep: {exc}", file=sys.stderr)
+            return 2
+        _observe_host(telemetry, hosted)
         return _serve_hosted(args, stop, hosted, token, origins, mcp_policy, telemetry)
     finally:
         telemetry.shutdown()
 
 
-def _start_telemetry(hosted: Hosted) -> Telemetry:
+def _start_telemetry() -> Telemetry:
     """Metrics for ``/metrics`` (always asked for) and OTLP if the ``OTEL_*`` variables say
-    so; worker restarts are read from a worker host."""
-    from toolprep.runtime.telemetry.settings import TelemetrySettings
-    from toolprep.runtime.telemetry.setup import Unavailable, start_telemetry
-    from toolprep.runtime.workers import WorkerHost
+    so; started before the host, whose runtime reports its turns to it."""
+    from toolprep.runtime.telemetry.setup import Unavailable, telemetry_from_environ
 
-    telemetry = start_telemetry(TelemetrySettings.from_environ(os.environ), prometheus=True)
+    telemetry = telemetry_from_environ(prometheus=True)
     page = None if telemetry.on else telemetry.page()
     if isinstance(page, Unavailable):
         logging.getLogger(__name__).warning("/metrics serves no metrics: %s", page.reason)
+    return telemetry
+
+
+def _observe_host(telemetry: Telemetry, hosted: Hosted) -> None:
+    """Worker restarts are read from a worker host."""
+    from toolprep.runtime.workers import WorkerHost
+
     host = hosted.host
     if isinstance(host, WorkerHost):
         telemetry.metrics.observe_worker_restarts(lambda: host.restarts)
-    return telemetry
 
 
 def _readiness(hosted: Hosted) -> Readiness:

@@ -11,6 +11,7 @@ is built from (actors, tools, the store) is imported by ``runtime_from_options``
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -23,6 +24,7 @@ from toolprep.runtime.hosting.options import RuntimeOptions
 from toolprep.runtime.hosting.tool_environment import passed_variable_names, scrubbed_variable_names
 from toolprep.runtime.kernel.compaction import check_compact_at
 from toolprep.runtime.kernel.event_loops import check_event_loop
+from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 
 if TYPE_CHECKING:
     from toolprep.runtime.hosting.runtime import Runtime
@@ -95,8 +97,11 @@ def store_path(options: RuntimeOptions) -> Path | None:
     return Path(data_dir).expanduser().resolve() / STORE_FILE if data_dir else None
 
 
-def runtime_from_options(options: RuntimeOptions) -> Runtime:
-    """The CLI's runtime, and (through ``worker_runtime_from_options``) a worker's.
+def runtime_from_options(
+    options: RuntimeOptions, *, observer: TurnObserver = NO_OBSERVER
+) -> Runtime:
+    """The CLI's runtime, and (through ``worker_runtime_from_options``) a worker's;
+    ``observer`` watches its turns (telemetry).
 
     With ``data_dir`` the runtime journals its sessions into the store there;
     several processes (the workers) share that file, each writing the
@@ -155,7 +160,7 @@ def runtime_from_options(options: RuntimeOptions) -> Runtime:
         default_mode=starting_mode(options),
         session_notice=sandbox_status(options).notice(),
     )
-    runtime = Runtime(routes, registry, config, store=store, mcp=mcp)
+    runtime = Runtime(routes, registry, config, store=store, mcp=mcp, observer=observer)
     if sandbox is not None:
         sandbox.session_directories = runtime.session_directories
     return runtime
@@ -171,9 +176,14 @@ def worker_runtime_from_options(raw: Any) -> Runtime:
     while another worker's sessions are already at their second request.
     """
     from toolprep.runtime.providers.deferred import DeferredProvider
+    from toolprep.runtime.telemetry.setup import telemetry_from_environ
     from toolprep.runtime.workers.codec import load_options
 
-    runtime = runtime_from_options(load_options(raw))
+    # Each worker (or Ray shard) exports its own spans and metrics, as the OTEL_* variables
+    # it inherited say, flushed when it exits.
+    telemetry = telemetry_from_environ(prometheus=False)
+    atexit.register(telemetry.shutdown)
+    runtime = runtime_from_options(load_options(raw), observer=telemetry.observer)
     for route in runtime.routes:
         if isinstance(route.provider, DeferredProvider):
             route.provider.resolve()  # the SDK client is built before any stream loop runs

@@ -65,6 +65,7 @@ from toolprep.runtime.hosting.stored_sessions import JOURNAL_WAIT_S, StoredSessi
 from toolprep.runtime.hosting.turn_processes import TurnProcesses
 from toolprep.runtime.kernel.compaction import CompactionPolicy
 from toolprep.runtime.kernel.event_loops import EventLoopChoice, check_event_loop
+from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 from toolprep.runtime.kernel.retry import RetryPolicy
 from toolprep.runtime.kernel.scheduler import Scheduler
 from toolprep.runtime.kernel.session_host import (
@@ -128,10 +129,12 @@ class Runtime:
         *,
         store: SessionStore | None = None,
         mcp: McpConfig | None = None,
+        observer: TurnObserver = NO_OBSERVER,
     ) -> None:
         """``store``, if given, keeps every session's frames and history (``restore_session``
         opens one again); the caller owns it and closes it after ``shutdown``. ``mcp``
-        bounds and scrubs the MCP servers sessions are opened with."""
+        bounds and scrubs the MCP servers sessions are opened with. ``observer`` hears what
+        the roles do (``runtime.kernel.observer``; telemetry)."""
         if not routes:
             raise ValueError("at least one model route is needed")
         self.store = store
@@ -142,10 +145,12 @@ class Runtime:
         self.routes = tuple(routes)
         self.scheduler = Scheduler()
         self.directory = RoleDirectory(
-            max_restarts=self.config.max_restarts, within_seconds=self.config.restart_window
+            max_restarts=self.config.max_restarts,
+            within_seconds=self.config.restart_window,
+            observer=observer,
         )
         self.tracker_state = TrackerState()
-        self.journal = StoreJournal(store) if store else None
+        self.journal = StoreJournal(store, observer=observer) if store else None
         # Without a store the frames are numbered all the same: a client's afterSeq then
         # resumes from the daemon's copy of the live session.
         self.emitter_state = EmitterState(journal=self.journal or NumberingJournal())

@@ -45,12 +45,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from toolprep.messages.content import Content
 from toolprep.messages.frames import agent_message_chunk, card_change, numbered
+from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 from toolprep.runtime.store.errors import StoreError
 from toolprep.runtime.store.failure_log import FailureLog
 from toolprep.runtime.store.session_store import SessionStore
@@ -148,12 +150,14 @@ class StoreJournal:
         *,
         max_pending: int = MAX_PENDING,
         commit_wait_s: float = COMMIT_WAIT_S,
+        observer: TurnObserver = NO_OBSERVER,
     ) -> None:
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending}")
         self.store = store
         self.max_pending = max_pending
         self.commit_wait_s = commit_wait_s
+        self._observer = observer  # hears each write's time and result
         self.lost_frames = 0
         self._pending: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -380,7 +384,9 @@ class StoreJournal:
                 jobs = list(self._queue)
                 self._queue.clear()
             for write, carried in _coalesce(jobs):
+                started = time.monotonic()
                 error = self._apply(write)
+                self._observer.store_written(time.monotonic() - started, error is None)
                 with self._lock:
                     if error is not None:
                         for job in carried:

@@ -24,13 +24,25 @@ from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 __all__ = [
+    "ARGUMENT_STREAMING",
+    "ATTEMPTS",
+    "CARDS_DISCARDED",
     "CLIENTS_ATTACHED",
+    "COMPACTIONS",
     "CONNECTIONS_OPEN",
+    "FIRST_CHUNK",
     "INSTRUMENTS",
     "NO_METRICS",
+    "PERMISSION_REQUESTS",
+    "PREPARING_LATENCY",
     "SEND_BUFFER_BYTES",
     "SESSIONS_LIVE",
+    "STORE_WRITE_DURATION",
+    "TOKEN_USAGE",
+    "TOOL_CALLS",
+    "TOOL_CALL_DURATION",
     "TURNS",
+    "TURN_INSTRUMENTS",
     "WORKER_RESTARTS",
     "ConnectionReadings",
     "InstrumentKind",
@@ -46,7 +58,7 @@ TurnOutcome = Literal[
 """A turn's ``stop_reason`` label: ACP's stop reasons, or ``error`` for a prompt that failed."""
 
 
-InstrumentKind = Literal["counter", "observable_counter", "observable_up_down_counter"]
+InstrumentKind = Literal["counter", "histogram", "observable_counter", "observable_up_down_counter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +104,87 @@ WORKER_RESTARTS: Final = InstrumentSpec(
     "{restart}",
     "Worker processes started to replace one that ended.",
 )
+ATTEMPTS: Final = InstrumentSpec(
+    "toolprep.attempts",
+    "counter",
+    "{attempt}",
+    "Model requests, by model and how they ended (succeeded, retry, model_fallback, ...).",
+)
+CARDS_DISCARDED: Final = InstrumentSpec(
+    "toolprep.cards.discarded",
+    "counter",
+    "{card}",
+    "Tool cards ended as not run, by discard reason.",
+)
+TOOL_CALLS: Final = InstrumentSpec(
+    "toolprep.tool_calls",
+    "counter",
+    "{call}",
+    "Tool calls whose card ended, by tool and outcome (completed, failed, discarded).",
+)
+TOOL_CALL_DURATION: Final = InstrumentSpec(
+    "toolprep.tool_call.duration",
+    "histogram",
+    "s",
+    "From a call's start (in_progress) to its result, by tool and outcome.",
+)
+PREPARING_LATENCY: Final = InstrumentSpec(
+    "toolprep.card.preparing.latency",
+    "histogram",
+    "s",
+    "From reading the chunk that names a tool to writing its preparing card.",
+)
+ARGUMENT_STREAMING: Final = InstrumentSpec(
+    "toolprep.card.argument_streaming.duration",
+    "histogram",
+    "s",
+    "From the preparing card to the call's start: the wait the early card covers, by tool.",
+)
+FIRST_CHUNK: Final = InstrumentSpec(
+    "toolprep.attempt.time_to_first_chunk",
+    "histogram",
+    "s",
+    "From a model request's start to its first chunk, by model.",
+)
+TOKEN_USAGE: Final = InstrumentSpec(
+    "gen_ai.client.token.usage",
+    "histogram",
+    "{token}",
+    "Tokens per model request, by model and token type (input, output).",
+)
+COMPACTIONS: Final = InstrumentSpec(
+    "toolprep.compactions",
+    "counter",
+    "{compaction}",
+    "History compactions, by outcome (completed, failed, cancelled).",
+)
+PERMISSION_REQUESTS: Final = InstrumentSpec(
+    "toolprep.permission.requests",
+    "counter",
+    "{request}",
+    "Permission requests answered, by the option kind chosen (or cancelled).",
+)
+STORE_WRITE_DURATION: Final = InstrumentSpec(
+    "toolprep.store.write.duration",
+    "histogram",
+    "s",
+    "One write of frames or history to the session store, by result (ok, failed).",
+)
+TURN_INSTRUMENTS: Final = (
+    ATTEMPTS,
+    CARDS_DISCARDED,
+    TOOL_CALLS,
+    TOOL_CALL_DURATION,
+    PREPARING_LATENCY,
+    ARGUMENT_STREAMING,
+    FIRST_CHUNK,
+    TOKEN_USAGE,
+    COMPACTIONS,
+    PERMISSION_REQUESTS,
+    STORE_WRITE_DURATION,
+)
+"""Recorded where a runtime runs its turns (``otel_observer``): in the serving process, or
+in each worker, whose readings ``/metrics`` gathers."""
 INSTRUMENTS: Final = (
     TURNS,
     SESSIONS_LIVE,
@@ -99,6 +192,7 @@ INSTRUMENTS: Final = (
     CONNECTIONS_OPEN,
     SEND_BUFFER_BYTES,
     WORKER_RESTARTS,
+    *TURN_INSTRUMENTS,
 )
 
 

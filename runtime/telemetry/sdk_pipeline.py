@@ -1,4 +1,5 @@
-"""The OpenTelemetry SDK's metric pipeline: a ``MeterProvider`` with the readers asked for.
+"""The OpenTelemetry SDK's pipelines: a ``MeterProvider`` with the readers asked for, and a
+``TracerProvider`` exporting spans over OTLP when asked for.
 
 - Prometheus: ``PrometheusMetricReader`` collects into a ``prometheus_client`` registry of
   this process's own (with the client's process collector: CPU, memory, descriptors), which
@@ -7,6 +8,9 @@
   endpoint, headers, timeout and interval from the ``OTEL_*`` variables itself. It exports
   on its own thread, so a collector that is down or slow never holds back a turn; a failed
   export is the SDK's log line, nothing more.
+- Spans: a ``BatchSpanProcessor`` over the OTLP/HTTP span exporter: ended spans wait in a
+  bounded queue (dropped, not waited for, when it is full) and leave on the processor's
+  thread.
 
 The resource is the SDK's (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``), named
 ``toolprep`` when neither names the service. Importing this module imports the SDK: only
@@ -20,15 +24,20 @@ import os
 from typing import Final
 
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 
 from toolprep import __version__
+from toolprep.runtime.telemetry.instruments import NO_METRICS
 from toolprep.runtime.telemetry.otel_instruments import OtelMetrics
+from toolprep.runtime.telemetry.otel_observer import OtelObserver
 from toolprep.runtime.telemetry.settings import OTLP_HTTP_PROTOCOL, TelemetrySettings
 from toolprep.runtime.telemetry.setup import Exposition, MetricsPage, Telemetry, Unavailable
 
@@ -42,7 +51,11 @@ SHUTDOWN_BUDGET_S: Final = 3.0
 _DEFAULT_OTLP_METRICS_ENDPOINT: Final = "http://localhost:4318/v1/metrics"
 
 
-def start_sdk(settings: TelemetrySettings, *, prometheus: bool) -> Telemetry:
+def start_sdk(
+    settings: TelemetrySettings, *, prometheus: bool, count_turns: bool = False
+) -> Telemetry:
+    resource = _resource()
+    tracer_provider = _tracer_provider(settings, resource)
     readers: list[MetricReader] = []
     registry: CollectorRegistry | None = None
     if prometheus:
@@ -65,10 +78,15 @@ def start_sdk(settings: TelemetrySettings, *, prometheus: bool) -> Telemetry:
                 OTLP_HTTP_PROTOCOL,
                 OTLP_HTTP_PROTOCOL,
             )
-    if not readers:
+    if not readers and tracer_provider is None:
         return Telemetry.off("telemetry is not configured")
-    provider = MeterProvider(resource=_resource(), metric_readers=readers)
-    metrics = OtelMetrics(provider.get_meter("toolprep", __version__))
+    provider = MeterProvider(resource=resource, metric_readers=readers) if readers else None
+    meter = provider.get_meter("toolprep", __version__) if provider is not None else None
+    tracer = (
+        tracer_provider.get_tracer("toolprep", __version__) if tracer_provider is not None else None
+    )
+    metrics = OtelMetrics(meter) if meter is not None else NO_METRICS
+    observer = OtelObserver(tracer, meter, count_turns=count_turns)
 
     def page(accept: str) -> MetricsPage:
         if registry is None:
@@ -78,11 +96,31 @@ def start_sdk(settings: TelemetrySettings, *, prometheus: bool) -> Telemetry:
 
     def shutdown() -> None:
         try:
-            provider.shutdown(timeout_millis=SHUTDOWN_BUDGET_S * 1000)
+            if tracer_provider is not None:
+                tracer_provider.force_flush(timeout_millis=int(SHUTDOWN_BUDGET_S * 1000))
+                tracer_provider.shutdown()
+            if provider is not None:
+                provider.shutdown(timeout_millis=SHUTDOWN_BUDGET_S * 1000)
         except Exception:  # telemetry never fails the process's exit
-            logger.exception("telemetry: stopping the metric readers failed")
+            logger.exception("telemetry: stopping the exporters failed")
 
-    return Telemetry(metrics, page, shutdown)
+    return Telemetry(metrics, page, shutdown, observer)
+
+
+def _tracer_provider(settings: TelemetrySettings, resource: Resource) -> TracerProvider | None:
+    if not settings.otlp_traces:
+        return None
+    if settings.otlp_protocol != OTLP_HTTP_PROTOCOL:
+        logger.warning(
+            "telemetry: OTLP protocol %r is not supported, only %s: spans are not exported",
+            settings.otlp_protocol,
+            OTLP_HTTP_PROTOCOL,
+        )
+        return None
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    logger.info("telemetry: exporting spans over OTLP (%s)", OTLP_HTTP_PROTOCOL)
+    return provider
 
 
 def _resource() -> Resource:

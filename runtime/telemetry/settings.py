@@ -2,16 +2,17 @@
 
 The variables are the ones every OpenTelemetry SDK reads, so an operator configures this
 process as any other: ``OTEL_SDK_DISABLED``, ``OTEL_METRICS_EXPORTER``,
-``OTEL_EXPORTER_OTLP_ENDPOINT`` (and ``_METRICS_ENDPOINT``), ``OTEL_EXPORTER_OTLP_PROTOCOL``
-(and ``_METRICS_PROTOCOL``). Only the choice of what to start is made here; the SDK reads
-the rest itself (endpoint, headers, timeout, export interval, ``OTEL_SERVICE_NAME``,
-``OTEL_RESOURCE_ATTRIBUTES``).
+``OTEL_TRACES_EXPORTER``, ``OTEL_EXPORTER_OTLP_ENDPOINT`` (and ``_METRICS_ENDPOINT``,
+``_TRACES_ENDPOINT``), ``OTEL_EXPORTER_OTLP_PROTOCOL`` (and ``_METRICS_PROTOCOL``). Only
+the choice of what to start is made here; the SDK reads the rest itself (endpoint,
+headers, timeout, export interval, ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``).
 
-Off unless configured: metrics go out over OTLP only when ``OTEL_METRICS_EXPORTER`` names
-``otlp``, or when it is unset and an OTLP endpoint is. (The SDK's own default would export
-to ``localhost:4318`` whenever it is installed; a runtime on a developer's laptop must not
-start sending because a package is present.) ``toolprep serve``'s ``/metrics`` is always
-served, so there the Prometheus reader runs whenever the SDK is not disabled.
+Off unless configured: metrics (spans) go out over OTLP only when ``OTEL_METRICS_EXPORTER``
+(``OTEL_TRACES_EXPORTER``) names ``otlp``, or when it is unset and an OTLP endpoint is.
+(The SDK's own default would export to ``localhost:4318`` whenever it is installed; a
+runtime on a developer's laptop must not start sending because a package is present.)
+``toolprep serve``'s ``/metrics`` is always served, so there the Prometheus reader runs
+whenever the SDK is not disabled.
 
 Standard library only: reading the settings must not import OpenTelemetry.
 """
@@ -39,6 +40,8 @@ class TelemetrySettings:
     disabled: bool
     otlp_metrics: bool
     otlp_protocol: str
+    otlp_traces: bool = False
+    """Spans are exported over OTLP (``OTEL_TRACES_EXPORTER``, or an OTLP endpoint)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> TelemetrySettings:
@@ -53,7 +56,17 @@ class TelemetrySettings:
             or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
             or OTLP_HTTP_PROTOCOL
         ).strip()
-        return cls(disabled=disabled, otlp_metrics=otlp and not disabled, otlp_protocol=protocol)
+        traces = _names(environ.get("OTEL_TRACES_EXPORTER", ""))
+        traces_endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get(
+            "OTEL_EXPORTER_OTLP_ENDPOINT"
+        )
+        otlp_traces = "otlp" in traces if traces else bool(traces_endpoint)
+        return cls(
+            disabled=disabled,
+            otlp_metrics=otlp and not disabled,
+            otlp_protocol=protocol,
+            otlp_traces=otlp_traces and not disabled,
+        )
 
 
 def _names(value: str) -> frozenset[str]:

@@ -10,10 +10,12 @@ here, inside the function, only then).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 from toolprep.runtime.telemetry.instruments import NO_METRICS, Metrics
 from toolprep.runtime.telemetry.settings import TelemetrySettings
 
@@ -24,6 +26,7 @@ __all__ = [
     "Telemetry",
     "Unavailable",
     "start_telemetry",
+    "telemetry_from_environ",
 ]
 
 logger = logging.getLogger(__name__)
@@ -51,17 +54,20 @@ MetricsPage = Exposition | Unavailable
 
 
 class Telemetry:
-    """What ``start_telemetry`` started. ``page(accept)`` renders the metrics for a scrape
-    whose ``Accept`` header is ``accept``; ``shutdown`` flushes and stops the exporters
-    within a bounded time."""
+    """What ``start_telemetry`` started: ``metrics`` for the hosting's own readings,
+    ``observer`` for a runtime's turns (``Runtime(observer=...)``). ``page(accept)`` renders
+    the metrics for a scrape whose ``Accept`` header is ``accept``; ``shutdown`` flushes and
+    stops the exporters within a bounded time."""
 
     def __init__(
         self,
         metrics: Metrics,
         page: Callable[[str], MetricsPage],
         shutdown: Callable[[], None],
+        observer: TurnObserver = NO_OBSERVER,
     ) -> None:
         self.metrics = metrics
+        self.observer = observer
         self._page = page
         self._shutdown = shutdown
 
@@ -73,7 +79,7 @@ class Telemetry:
 
     @property
     def on(self) -> bool:
-        return self.metrics is not NO_METRICS
+        return self.metrics is not NO_METRICS or self.observer is not NO_OBSERVER
 
     def page(self, accept: str = "") -> MetricsPage:
         return self._page(accept)
@@ -82,25 +88,38 @@ class Telemetry:
         self._shutdown()
 
 
-def start_telemetry(settings: TelemetrySettings, *, prometheus: bool) -> Telemetry:
+def start_telemetry(
+    settings: TelemetrySettings, *, prometheus: bool, count_turns: bool = False
+) -> Telemetry:
     """The process's telemetry. ``prometheus``: a ``/metrics`` page is served (``serve``),
-    so metrics are recorded whenever OpenTelemetry is not disabled and installed."""
+    or read by the process that serves it (a worker), so metrics are recorded whenever
+    OpenTelemetry is not disabled and installed. ``count_turns``: the runtime's observer
+    counts turns (no session pool does: ``toolprep acp``)."""
     if settings.disabled:
         return Telemetry.off(
             "telemetry is disabled (OTEL_SDK_DISABLED=true): no metrics are recorded; "
             "unset it to serve them"
         )
-    if not prometheus and not settings.otlp_metrics:
+    if not prometheus and not settings.otlp_metrics and not settings.otlp_traces:
         return Telemetry.off("telemetry is not configured")
     try:
         from toolprep.runtime.telemetry.sdk_pipeline import start_sdk
     except ImportError as exc:
         reason = f"metrics are not recorded: {INSTALL_HINT} ({exc})"
-        if settings.otlp_metrics:
+        if settings.otlp_metrics or settings.otlp_traces:
             logger.warning("OTLP export was asked for, but %s", reason)
         return Telemetry.off(reason)
     try:
-        return start_sdk(settings, prometheus=prometheus)
+        return start_sdk(settings, prometheus=prometheus, count_turns=count_turns)
     except Exception as exc:  # telemetry never keeps the process from serving
         logger.exception("telemetry could not start; going on without it")
         return Telemetry.off(f"telemetry could not start: {exc}")
+
+
+def telemetry_from_environ(*, prometheus: bool, count_turns: bool = False) -> Telemetry:
+    """``start_telemetry`` as this process's ``OTEL_*`` variables configure it."""
+    return start_telemetry(
+        TelemetrySettings.from_environ(os.environ),
+        prometheus=prometheus,
+        count_turns=count_turns,
+    )
