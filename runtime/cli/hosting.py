@@ -59,10 +59,13 @@ def build_host(
     stop: StopSignals,
     mcp_policy: McpPolicy,
     observer: TurnObserver = NO_OBSERVER,
+    *,
+    serves_metrics: bool = False,
 ) -> Hosted:
     """The sessions' host from the runtime options: this process, or ``--workers`` processes
     (``serve`` leaves it unset: one per core). ``observer`` watches an in-process runtime's
-    turns; workers and shards start their own telemetry from the same ``OTEL_*`` variables.
+    turns; workers and shards start their own telemetry from the same ``OTEL_*`` variables,
+    and, if this process ``serves_metrics`` (``/metrics``), record them for it to read.
 
     ``mcp_policy`` says which MCP servers clients may name; it travels with the options.
 
@@ -75,7 +78,7 @@ def build_host(
     front_store = _front_store(path, args.synchronous)
     if getattr(args, "ray", None) is not None:
         return _ray_hosted(args, options, front_store, stop)
-    return _worker_hosted(options, workers, front_store, stop)
+    return _worker_hosted(options, workers, front_store, stop, serves_metrics)
 
 
 def _host_options(
@@ -125,14 +128,22 @@ def _front_store(path: Path | None, synchronous: Synchronous) -> SessionStore | 
 
 
 def _worker_hosted(
-    options: RuntimeOptions, workers: int, store: SessionStore | None, stop: StopSignals
+    options: RuntimeOptions,
+    workers: int,
+    store: SessionStore | None,
+    stop: StopSignals,
+    serves_metrics: bool,
 ) -> Hosted:
     """``--workers N``: the sessions spread over N worker processes."""
+    from toolprep.runtime.telemetry.setup import WORKER_METRICS_VARIABLE
     from toolprep.runtime.workers import WorkerHost, WorkerSpec
     from toolprep.runtime.workers.codec import dump_options
 
+    env = {**os.environ, WORKER_METRICS_VARIABLE: "1"} if serves_metrics else None
     spec = WorkerSpec(
-        "toolprep.runtime.hosting.assembly:worker_runtime_from_options", dump_options(options)
+        "toolprep.runtime.hosting.assembly:worker_runtime_from_options",
+        dump_options(options),
+        env=env,
     )
     worker_host = WorkerHost(spec, workers, store=store)
     stop.on_force = worker_host.kill_tool_processes_now

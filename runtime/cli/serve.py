@@ -239,7 +239,9 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     telemetry = _start_telemetry()
     try:
         try:
-            hosted = build_host(args, stop, mcp_policy, telemetry.observer)
+            hosted = build_host(
+                args, stop, mcp_policy, telemetry.observer, serves_metrics=True
+            )
         except start_errors() as exc:
             print(f"toolprep: {exc}", file=sys.stderr)
             return 2
@@ -262,12 +264,14 @@ def _start_telemetry() -> Telemetry:
 
 
 def _observe_host(telemetry: Telemetry, hosted: Hosted) -> None:
-    """Worker restarts are read from a worker host."""
+    """Worker restarts, and the metrics of the turns the workers run, are read from a
+    worker host."""
     from toolprep.runtime.workers import WorkerHost
 
     host = hosted.host
     if isinstance(host, WorkerHost):
         telemetry.metrics.observe_worker_restarts(lambda: host.restarts)
+        telemetry.gather_workers(host.read_worker_metrics)
 
 
 def _readiness(hosted: Hosted) -> Readiness:

@@ -176,12 +176,13 @@ def worker_runtime_from_options(raw: Any) -> Runtime:
     while another worker's sessions are already at their second request.
     """
     from toolprep.runtime.providers.deferred import DeferredProvider
-    from toolprep.runtime.telemetry.setup import telemetry_from_environ
+    from toolprep.runtime.telemetry.setup import WORKER_METRICS_VARIABLE, telemetry_from_environ
     from toolprep.runtime.workers.codec import load_options
 
     # Each worker (or Ray shard) exports its own spans and metrics, as the OTEL_* variables
     # it inherited say, flushed when it exits.
-    telemetry = telemetry_from_environ(prometheus=False)
+    front_reads = os.environ.get(WORKER_METRICS_VARIABLE) == "1"
+    telemetry = telemetry_from_environ(prometheus=front_reads)
     atexit.register(telemetry.shutdown)
     runtime = runtime_from_options(load_options(raw), observer=telemetry.observer)
     for route in runtime.routes:

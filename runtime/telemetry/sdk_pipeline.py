@@ -35,11 +35,18 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 
 from toolprep import __version__
+from toolprep.runtime.telemetry.gathered_metrics import gathered_families
 from toolprep.runtime.telemetry.instruments import NO_METRICS
 from toolprep.runtime.telemetry.otel_instruments import OtelMetrics
 from toolprep.runtime.telemetry.otel_observer import OtelObserver
 from toolprep.runtime.telemetry.settings import OTLP_HTTP_PROTOCOL, TelemetrySettings
-from toolprep.runtime.telemetry.setup import Exposition, MetricsPage, Telemetry, Unavailable
+from toolprep.runtime.telemetry.setup import (
+    Exposition,
+    MetricsPage,
+    Telemetry,
+    Unavailable,
+    WorkerReadings,
+)
 
 __all__ = ["SHUTDOWN_BUDGET_S", "start_sdk"]
 
@@ -88,11 +95,12 @@ def start_sdk(
     metrics = OtelMetrics(meter) if meter is not None else NO_METRICS
     observer = OtelObserver(tracer, meter, count_turns=count_turns)
 
-    def page(accept: str) -> MetricsPage:
+    def page(accept: str, workers: WorkerReadings | None) -> MetricsPage:
         if registry is None:
             return Unavailable("metrics are exported over OTLP only")
         encoder, content_type = choose_encoder(accept)
-        return Exposition(encoder(registry), content_type)
+        families = gathered_families(registry, workers)
+        return Exposition(encoder(families), content_type)
 
     def shutdown() -> None:
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -21,10 +21,13 @@ from toolprep.runtime.telemetry.settings import TelemetrySettings
 
 __all__ = [
     "INSTALL_HINT",
+    "WORKER_METRICS_VARIABLE",
     "Exposition",
     "MetricsPage",
     "Telemetry",
     "Unavailable",
+    "WorkerReadings",
+    "process_metrics_text",
     "start_telemetry",
     "telemetry_from_environ",
 ]
@@ -32,6 +35,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT: Final = "install the telemetry extra: pip install 'toolprep[telemetry]'"
+
+WORKER_METRICS_VARIABLE: Final = "TOOLPREP_WORKER_METRICS"
+"""Set to ``1`` by a front that serves ``/metrics`` in its workers' environment: each then
+records metrics for the front to read (``ReadMetrics``), whether or not OTLP is on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +59,12 @@ class Unavailable:
 MetricsPage = Exposition | Unavailable
 """What a scrape gets."""
 
+WorkerReadings = Callable[[], Sequence[tuple[int, str]]]
+"""Each live worker's slot and its metrics in the Prometheus text format, read at scrape
+time (``WorkerHost.read_worker_metrics``)."""
+
+PageRenderer = Callable[[str, WorkerReadings | None], MetricsPage]
+
 
 class Telemetry:
     """What ``start_telemetry`` started: ``metrics`` for the hosting's own readings,
@@ -62,7 +75,7 @@ class Telemetry:
     def __init__(
         self,
         metrics: Metrics,
-        page: Callable[[str], MetricsPage],
+        page: PageRenderer,
         shutdown: Callable[[], None],
         observer: TurnObserver = NO_OBSERVER,
     ) -> None:
@@ -70,19 +83,24 @@ class Telemetry:
         self.observer = observer
         self._page = page
         self._shutdown = shutdown
+        self._workers: WorkerReadings | None = None
 
     @classmethod
     def off(cls, reason: str) -> Telemetry:
         """Nothing recorded; ``/metrics`` says ``reason``."""
         unavailable = Unavailable(reason)
-        return cls(NO_METRICS, lambda _: unavailable, lambda: None)
+        return cls(NO_METRICS, lambda _accept, _workers: unavailable, lambda: None)
 
     @property
     def on(self) -> bool:
         return self.metrics is not NO_METRICS or self.observer is not NO_OBSERVER
 
+    def gather_workers(self, readings: WorkerReadings) -> None:
+        """Serve the workers' metrics with this process's (``gathered_metrics``)."""
+        self._workers = readings
+
     def page(self, accept: str = "") -> MetricsPage:
-        return self._page(accept)
+        return self._page(accept, self._workers)
 
     def shutdown(self) -> None:
         self._shutdown()
@@ -116,10 +134,24 @@ def start_telemetry(
         return Telemetry.off(f"telemetry could not start: {exc}")
 
 
+_process_telemetry: Telemetry | None = None
+
+
 def telemetry_from_environ(*, prometheus: bool, count_turns: bool = False) -> Telemetry:
-    """``start_telemetry`` as this process's ``OTEL_*`` variables configure it."""
-    return start_telemetry(
+    """``start_telemetry`` as this process's ``OTEL_*`` variables configure it: the
+    process's telemetry, which ``process_metrics_text`` reads."""
+    global _process_telemetry
+    telemetry = start_telemetry(
         TelemetrySettings.from_environ(os.environ),
         prometheus=prometheus,
         count_turns=count_turns,
     )
+    _process_telemetry = telemetry
+    return telemetry
+
+
+def process_metrics_text() -> str:
+    """This process's metrics in the Prometheus text format; empty if it records none."""
+    telemetry = _process_telemetry
+    page = telemetry.page("") if telemetry is not None else None
+    return page.body.decode() if isinstance(page, Exposition) else ""

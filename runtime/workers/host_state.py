@@ -62,7 +62,8 @@ class PendingCall:
     """A call awaiting a worker's answer."""
 
     kind: CallKind
-    session: RoutedSession
+    session: RoutedSession | None
+    """The session the call is about; None for a question to the worker itself."""
     future: Future[Answer] = field(default_factory=Future)
     turn: Future[TurnResult] = field(default_factory=Future)
     """A prompt's result (``kind == "prompt"``); ``future`` for every other call."""

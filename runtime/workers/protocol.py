@@ -64,6 +64,7 @@ __all__ = [
     "Prompt",
     "ProtocolError",
     "Raised",
+    "ReadMetrics",
     "Ready",
     "Requested",
     "Returned",
@@ -82,10 +83,10 @@ __all__ = [
     "encode_event",
 ]
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 """1 was positional lists; 2 is tagged objects, and the version rides on ``Ready``; 3 takes
 the runtime's config and the secrets in a ``start`` frame on stdin, before any command,
-rather than on the command line and in the environment."""
+rather than on the command line and in the environment; 4 adds ``ReadMetrics``."""
 
 OpenHow = Literal["new", "restore", "restore_or_new"]
 """How a worker opens a session: fresh, from the store, or from the store if it is there."""
@@ -179,6 +180,14 @@ class SetMode:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadMetrics:
+    """The worker's metrics in the Prometheus text format (``Returned``: a string, empty
+    when it records none), for the front's ``/metrics``."""
+
+    call_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class Shutdown:
     timeout: float
 
@@ -194,6 +203,7 @@ Command = (
     | FlushJournal
     | SetModel
     | SetMode
+    | ReadMetrics
     | Shutdown
 )
 
@@ -317,6 +327,8 @@ def encode_command(command: Command) -> Frame:
             return {"type": "set_model", "call": call_id, "session": sid, "model": model}, b""
         case SetMode(call_id, sid, mode):
             return {"type": "set_mode", "call": call_id, "session": sid, "mode": mode}, b""
+        case ReadMetrics(call_id):
+            return {"type": "read_metrics", "call": call_id}, b""
         case Shutdown(timeout):
             return {"type": "shutdown", "timeout": timeout}, b""
         case _:
@@ -378,6 +390,8 @@ def _decode_command(header: Any, payload: bytes) -> Command:
             return SetModel(call_id, sid, m)
         case {"type": "set_mode", "call": int(call_id), "session": str(sid), "mode": str(mode)}:
             return SetMode(call_id, sid, _mode(mode))
+        case {"type": "read_metrics", "call": int(call_id)}:
+            return ReadMetrics(call_id)
         case {"type": "shutdown", "timeout": int() | float() as timeout}:
             return Shutdown(float(timeout))
         case _:

@@ -49,6 +49,7 @@ from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.process.secrets import hold_secret, protect_process
 from toolprep.runtime.process.stop_signals import dump_stacks_on_signal
 from toolprep.runtime.process.tuning import tune_process_for_daemon
+from toolprep.runtime.telemetry.setup import process_metrics_text
 from toolprep.runtime.workers.front_death import FrontWatch
 from toolprep.runtime.workers.protocol import (
     AnswerEditor,
@@ -65,6 +66,7 @@ from toolprep.runtime.workers.protocol import (
     Prompt,
     ProtocolError,
     Raised,
+    ReadMetrics,
     Ready,
     Requested,
     Returned,
@@ -189,6 +191,8 @@ class WorkerLoop:
                 self._answer(call_id, lambda: runtime.set_model(sid, model))
             case SetMode(call_id, sid, mode):
                 self._answer(call_id, lambda: runtime.set_mode(sid, mode))
+            case ReadMetrics(call_id):
+                self._answer(call_id, process_metrics_text)
             case _:
                 assert_never(command)
         return True

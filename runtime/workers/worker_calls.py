@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from concurrent.futures import Future
 from typing import assert_never
 
@@ -66,7 +67,7 @@ class WorkerCalls:
         return getattr(self._reading, "worker", None) is not None
 
     def register(
-        self, worker: WorkerSlot, kind: CallKind, session: RoutedSession
+        self, worker: WorkerSlot, kind: CallKind, session: RoutedSession | None
     ) -> tuple[int, PendingCall]:
         """Note a call awaiting ``worker``'s answer; called with the lock held."""
         if not worker.alive:
@@ -133,6 +134,29 @@ class WorkerCalls:
                 worker.calls.pop(call_id, None)
             raise
 
+    def ask_each_worker(self, command: ToCommand, timeout: float) -> list[tuple[int, Answer]]:
+        """Send ``command`` to every live worker at once (a question to the worker itself,
+        of no session) and wait up to ``timeout`` s in all: each slot that answered, with
+        its answer. A worker that does not answer in time, or dies, is left out."""
+        asked: list[tuple[WorkerSlot, int, PendingCall]] = []
+        with self._state.lock:
+            for worker in self._state.workers:
+                if worker.alive:
+                    call_id, call = self.register(worker, "answer", None)
+                    asked.append((worker, call_id, call))
+        for worker, call_id, _ in asked:
+            self.send(worker, command(call_id))
+        deadline = time.monotonic() + timeout
+        answers: list[tuple[int, Answer]] = []
+        for worker, call_id, call in asked:
+            try:
+                answers.append((worker.slot, call.future.result(deadline - time.monotonic())))
+            except (TimeoutError, WorkerCrashed) as exc:
+                logger.warning("worker %d did not answer %s: %r", worker.slot, command(0), exc)
+                with self._state.lock:
+                    worker.calls.pop(call_id, None)
+        return answers
+
     def send(self, worker: WorkerSlot, command: Command) -> None:
         """Write to ``worker``; a dead worker's reader settles whatever this call awaited."""
         try:
@@ -151,7 +175,7 @@ class WorkerCalls:
             if call is None:
                 return
             session = call.session
-            if call.kind == "prompt":
+            if call.kind == "prompt" and session is not None:
                 session.prompts.discard(call_id)
                 if session.closed and not session.prompts:
                     worker.sessions.pop(session.session_id, None)

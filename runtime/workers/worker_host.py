@@ -59,6 +59,7 @@ from toolprep.runtime.workers.protocol import (
     FlushJournal,
     OpenHow,
     Prompt,
+    ReadMetrics,
     SetMode,
     SetModel,
     ShowConfig,
@@ -73,6 +74,10 @@ if TYPE_CHECKING:
     from toolprep.runtime.store import SessionStore
 
 logger = logging.getLogger(__name__)
+
+METRICS_WAIT_S = 2.0
+"""How long a scrape of ``/metrics`` waits for the workers' metrics: a busy worker answers
+from its reader thread at once, so only a wedged one is left out."""
 
 __all__ = ["DEFAULT_BACKOFF", "WorkerCrashed", "WorkerHost"]
 
@@ -350,6 +355,12 @@ class WorkerHost:
             worker.transport.close()
 
     # --- beyond the boundary ----------------------------------------------------------------
+
+    def read_worker_metrics(self) -> list[tuple[int, str]]:
+        """Each live worker's slot and metrics in the Prometheus text format, for a scrape
+        of the front's ``/metrics`` (a worker that does not answer in time is left out)."""
+        answers = self._calls.ask_each_worker(ReadMetrics, METRICS_WAIT_S)
+        return [(slot, text) for slot, text in answers if isinstance(text, str) and text]
 
     def worker_pids(self) -> list[int]:
         """The running workers' process ids, by slot (operators and drills use them)."""

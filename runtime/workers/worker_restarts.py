@@ -63,8 +63,9 @@ class WorkerRestarts:
             if not closing:
                 state.replacing.add(worker.slot)
             calls, worker.calls = worker.calls, {}
-            for call_id in calls:  # answered below: a later close must not wait for them
-                calls[call_id].session.prompts.discard(call_id)
+            for call_id, call in calls.items():  # answered below: a close must not wait
+                if call.session is not None:
+                    call.session.prompts.discard(call_id)
             sessions = list(worker.sessions.values())
         how = worker.transport.exit_description()
         for pgid in worker.tool_groups:  # what the worker could not stop itself

@@ -15,6 +15,7 @@ from tests.support.eventually import eventually
 from tests.support.ws_client import WsClient
 
 __all__ = [
+    "NOTES_PROMPT",
     "README_PROMPT",
     "Answer",
     "get",
@@ -27,6 +28,8 @@ __all__ = [
 
 README_PROMPT = "Read README.md and tell me what this project is."
 """The prompt the replay provider has a whole recorded turn for."""
+NOTES_PROMPT = "Write a short NOTES.md for this project."
+"""The replay provider's second turn: its first attempt is refused as overloaded once."""
 
 _METRICS_LINE = re.compile(r"serving metrics without a token on (http://\S+)$", re.MULTILINE)
 

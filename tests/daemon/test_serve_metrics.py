@@ -1,9 +1,11 @@
 """``toolprep serve``'s ``/metrics``, ``/healthz`` and ``/readyz``, scraped by a real Prometheus.
 
-The daemon runs one turn on the replay provider; a Prometheus server (the distribution's
-package) scrapes ``/metrics`` on the ACP address with the bearer token from a credentials
-file, and the tokenless ``--metrics-port``, and its query API must return the turn and
-the live session; a killed worker is counted as a restart. Without the token ``/metrics``
+The daemon runs two turns on the replay provider (the second retries once, discarding
+the card its first attempt showed); a Prometheus server (the distribution's package)
+scrapes ``/metrics`` on the ACP address with the bearer token from a credentials file,
+and the tokenless ``--metrics-port``, and its query API must return the turns, the
+discard, the attempts and tool calls the workers counted, and the live session; a killed
+worker is counted as a restart. Without the token ``/metrics``
 is refused; the health paths answer without one, and keep the ``Host`` and ``Origin``
 checks.
 """
@@ -17,6 +19,7 @@ from urllib.parse import urlsplit
 
 from tests.daemon.prometheus_server import ScrapeTarget, prometheus_server
 from tests.daemon.telemetry_daemon import (
+    NOTES_PROMPT,
     README_PROMPT,
     get,
     http_base,
@@ -38,8 +41,9 @@ def test_prometheus_scrapes_the_turn_and_the_live_session(tmp_path: Path) -> Non
     client = WsClient(daemon.url, daemon.token)
     try:
         session_id = client.start_session(cwd)
-        result = client.result(client.prompt(session_id, README_PROMPT), timeout=120)
-        assert result["stopReason"] == "end_turn"
+        for prompt in (README_PROMPT, NOTES_PROMPT):
+            result = client.result(client.prompt(session_id, prompt), timeout=120)
+            assert result["stopReason"] == "end_turn"
         local = urlsplit(metrics_url(daemon)).netloc
         targets = [
             ScrapeTarget("toolprep", urlsplit(http_base(daemon)).netloc, daemon.token),
@@ -49,8 +53,25 @@ def test_prometheus_scrapes_the_turn_and_the_live_session(tmp_path: Path) -> Non
             for job in ("toolprep", "toolprep-local"):
                 prometheus.wait_value(f'up{{job="{job}"}}', 1)
                 prometheus.wait_value(
-                    f'toolprep_turns_total{{job="{job}",stop_reason="end_turn"}}', 1
+                    f'toolprep_turns_total{{job="{job}",stop_reason="end_turn"}}', 2
                 )
+                # Counted in the worker that ran the session, gathered by the front.
+                for promql, value in (
+                    (f'toolprep_cards_discarded_total{{job="{job}"}}', 1),
+                    (f'toolprep_attempts_total{{job="{job}",toolprep_attempt_outcome="retry"}}', 1),
+                    (
+                        f'toolprep_attempts_total{{job="{job}",toolprep_attempt_outcome="succeeded"}}',
+                        4,
+                    ),
+                    (
+                        f'toolprep_tool_calls_total{{job="{job}",toolprep_tool_outcome="completed"}}',
+                        2,
+                    ),
+                    (f'toolprep_card_preparing_latency_seconds_count{{job="{job}"}}', 3),
+                ):
+                    prometheus.wait_value(f"sum({promql})", value)
+                discard = prometheus.query(f'toolprep_cards_discarded_total{{job="{job}"}}')
+                assert discard[0]["metric"]["toolprep_discard_reason"] == "retry"
                 # The session stays open while its client is attached.
                 prometheus.wait_value(f'toolprep_sessions_live{{job="{job}"}}', 1)
                 prometheus.wait_value(f'toolprep_clients_attached{{job="{job}"}}', 1)
