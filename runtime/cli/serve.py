@@ -239,9 +239,7 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     telemetry = _start_telemetry()
     try:
         try:
-            hosted = build_host(
-                args, stop, mcp_policy, telemetry.observer, serves_metrics=True
-            )
+            hosted = build_host(args, stop, mcp_policy, telemetry.observer, serves_metrics=True)
         except start_errors() as exc:
             print(f"toolprep: {exc}", file=sys.stderr)
             return 2
