@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -56,6 +57,9 @@ class ChildSpec:
     workers: int = 1
     host: str = "local"
     shards: int = 2
+    telemetry_environ: dict[str, str] | None = None
+    """``OTEL_*`` variables for the runtime's OpenTelemetry (traces and metrics over OTLP);
+    None: telemetry off, the runtime's default observer."""
 
     @classmethod
     def against(cls, server: h.LoopbackServer, provider: str, **fields: Any) -> ChildSpec:
@@ -278,13 +282,35 @@ def _start_agent(stack: ExitStack, spec: ChildSpec) -> _Started:
     provider = build_bench_provider(
         spec.provider, spec.base_url, spec.sessions, spec.pools, spec.keepalive, spec.transport
     )
+    observer = {} if spec.telemetry_environ is None else {"observer": _telemetry(stack, spec)}
     runtime = Runtime(
-        [ModelRoute(provider, "bench")], h.bench_registry(), bench_config(spec.transport)
+        [ModelRoute(provider, "bench")],
+        h.bench_registry(),
+        bench_config(spec.transport),
+        **observer,
     )
     stream_loop = _stream_loop(runtime)
     lag = h.LoopLagProbe(stream_loop).start()
     agent = EmbeddedAgent(runtime, spec.gc_mode, spec.gc_threshold)
     return _Started(agent, lag, h.loop_kind(stream_loop))
+
+
+def _telemetry(stack: ExitStack, spec: ChildSpec) -> Any:
+    """The observer of the real OpenTelemetry pipeline, as ``serve`` starts it with OTLP on:
+    traces and metrics exported on the SDK's own threads, the Prometheus reader beside them.
+    Shut down (its last export flushed) when ``stack`` closes."""
+    from toolprep.runtime.telemetry.settings import TelemetrySettings
+    from toolprep.runtime.telemetry.setup import start_telemetry
+
+    os.environ.update(spec.telemetry_environ or {})  # the SDK's exporters read them
+    settings = TelemetrySettings(
+        disabled=False, otlp_metrics=True, otlp_protocol="http/protobuf", otlp_traces=True
+    )
+    telemetry = start_telemetry(settings, prometheus=True)
+    if not telemetry.on:  # never measure "on" with telemetry silently off
+        raise RuntimeError(f"telemetry did not start: {telemetry.page('')}")
+    stack.callback(telemetry.shutdown)
+    return telemetry.observer
 
 
 # --- the editor side: every session loops prompts ---------------------------------------------
@@ -594,6 +620,7 @@ def _report(
         "processes": peaks.processes,
         "tool": "read_file" if spec.mode == "cli" else "bench_tool",
         "transport": spec.transport,
+        "telemetry": "off" if spec.telemetry_environ is None else "on",
         "event_loop": started.event_loop,
         "gc": spec.gc_mode if embedded else "daemon",
         "malloc_tuned": agent.malloc_tuned,

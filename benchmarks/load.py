@@ -27,11 +27,16 @@ and the allocator untuned.
 interpreter, the ``toolprep`` installed there (``python -m benchmarks.revision REF``
 makes one for a git revision), and prints both sides and their ratios in one table.
 
+``--telemetry off,on`` runs every embedded scenario on the local host with the runtime's
+OpenTelemetry off and on (traces and metrics exported over OTLP to a loopback receiver in
+this process, ``support.otlp_sink``) and prints CPU per event on over off against the
++5 % target (``benchmarks._telemetry_overhead``).
+
 Run: ``python -m benchmarks.load [--mode embedded,cli] [--host local,workers,ray]
 [--shards 2] [--sessions 1,100,1000] [--rate 20] [--duration 10]
-[--provider anthropic,openai] [--transport aiohttp,httpx,aiohttp-asyncio,aiohttp-uvloop]
-[--gc daemon|default] [--cli-args=ARGS] [--baseline-python PATH] [--plot out.png]
-[--report path]``.
+[--provider anthropic,openai] [--telemetry off,on]
+[--transport aiohttp,httpx,aiohttp-asyncio,aiohttp-uvloop] [--gc daemon|default]
+[--cli-args=ARGS] [--baseline-python PATH] [--plot out.png] [--report path]``.
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from benchmarks import _harness as h
+from benchmarks import _telemetry_overhead as otel
 from benchmarks._load_child import ChildMode, ChildSpec, cli_label
 from benchmarks._transports import TRANSPORTS
+from benchmarks.support.otlp_sink import otlp_sink
 
 __all__ = ["Options", "Scenario", "Side", "main", "mode_ratios", "scenarios", "side_by_side"]
 
@@ -70,6 +77,7 @@ AGENT_MODES = ("embedded", "cli")
 (once per ``--workers`` count)."""
 HOSTS = ("local", "workers", "ray")
 PROVIDERS = ("anthropic", "openai")
+TELEMETRY = ("off", "on")
 GC_MODES = ("daemon", "default")
 RATIO_FIGURES = {
     "events/s": ("events_per_s",),
@@ -110,6 +118,7 @@ class Scenario:
     transport: str = "aiohttp"
     workers: int = 1
     host: str = "local"
+    telemetry: str = "off"
 
     def label(self, shards: int) -> str:
         match self.mode:
@@ -117,7 +126,8 @@ class Scenario:
                 name = cli_label(self.workers)
             case "actors":
                 name = "actors" if self.host == "local" else f"host-{self.host}{shards}"
-        return f"{name}/{self.transport}/{self.provider}"
+        otel_on = "+otel" if self.telemetry == "on" else ""
+        return f"{name}/{self.transport}/{self.provider}{otel_on}"
 
 
 @dataclass(frozen=True)
@@ -130,6 +140,7 @@ class Options:
     transports: list[str]
     workers: list[int]
     hosts: list[str]
+    telemetry: list[str]
     cli_args: list[str]
     sides: list[Side]
     args: argparse.Namespace
@@ -146,7 +157,12 @@ def scenarios(options: Options) -> list[Scenario]:
     table: list[Scenario] = []
     for provider in options.providers:
         if "embedded" in options.modes:
-            table += [Scenario("actors", provider, t) for t in options.transports]
+            # Telemetry off and on back to back, so both meet the same machine.
+            table += [
+                Scenario("actors", provider, t, telemetry=otel_state)
+                for t in options.transports
+                for otel_state in options.telemetry
+            ]
             # Other hosts on the runtime's own transport (the first listed).
             table += [
                 Scenario("actors", provider, options.transports[0], host=host)
@@ -173,7 +189,9 @@ def _spawn(scenario: Scenario, sessions: int, options: Options, side: Side) -> d
     with (
         h.loopback_server(args.rate, tool=tool) as server,
         tempfile.TemporaryDirectory(prefix="toolprep-load-") as scratch,
+        otlp_sink() as sink,  # in this process: receiving is not the runtime's CPU
     ):
+        telemetry = scenario.telemetry == "on"
         spec = ChildSpec.against(
             server,
             scenario.provider,
@@ -193,12 +211,14 @@ def _spawn(scenario: Scenario, sessions: int, options: Options, side: Side) -> d
             workers=scenario.workers,
             host=scenario.host,
             shards=args.shards,
+            telemetry_environ=otel.telemetry_environ(sink.endpoint) if telemetry else None,
         )
         spec_path, out_path = Path(scratch, "spec.json"), Path(scratch, "run.json")
         spec_path.write_text(spec.to_json(), encoding="utf-8")
         timeout = args.duration + args.ramp + args.warmup + 240
         h.run_benchmark_module(side.python, "_load_child", [str(spec_path), str(out_path)], timeout)
         result: dict[str, Any] = json.loads(out_path.read_text(encoding="utf-8"))
+        result["otlp_received"] = sink.summary() if telemetry else None
     result["side"] = side.name
     result["scenario"] = scenario.label(args.shards)
     return result
@@ -252,9 +272,14 @@ def _fmt(value: Any, spec: str = "") -> str:
     return format(value, spec)
 
 
+def _telemetry_off(run: dict[str, Any]) -> bool:
+    return bool(run.get("telemetry", "off") == "off")
+
+
 def _label(run: dict[str, Any]) -> str:
     name = run["agent"] if run.get("workers") else run["mode"]
-    label = f"{name}/{run['transport']}/{run['provider']}"
+    otel_on = "" if _telemetry_off(run) else "+otel"
+    label = f"{name}/{run['transport']}/{run['provider']}{otel_on}"
     return label if run.get("side", "current") == "current" else f"{label} (base)"
 
 
@@ -282,7 +307,7 @@ def mode_ratios(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         return (r["sessions"], r["transport"], r["provider"], r.get("side"))
 
-    embedded = {key(r): r for r in runs if r["agent"] == "embedded"}
+    embedded = {key(r): r for r in runs if r["agent"] == "embedded" and _telemetry_off(r)}
     out: list[dict[str, Any]] = []
     for run in runs:
         base = embedded.get(key(run))
@@ -370,9 +395,16 @@ def evaluate(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def targets_by_agent(runs: list[dict[str, Any]], options: Options) -> dict[str, Any]:
-    """Targets per agent on the current side, the first wire, the runtime's own transport."""
+    """Targets per agent on the current side, the first wire, the runtime's own transport,
+    the first ``--telemetry`` state."""
     first = options.transports[0]
-    current = [r for r in runs if r["side"] == "current" and r["provider"] == options.providers[0]]
+    current = [
+        r
+        for r in runs
+        if r["side"] == "current"
+        and r["provider"] == options.providers[0]
+        and r.get("telemetry", "off") == options.telemetry[0]
+    ]
     out: dict[str, Any] = {}
     for agent in options.agents:
         mine = [r for r in current if r["agent"] == agent]
@@ -470,7 +502,7 @@ def print_ratios(ratios: list[dict[str, Any]]) -> None:
 def print_transports(runs: list[dict[str, Any]]) -> None:
     by_n: dict[tuple[int, str, str], dict[str, Any]] = {}
     for r in runs:
-        if r["agent"] == "embedded":
+        if r["agent"] == "embedded" and _telemetry_off(r):
             by_n.setdefault((r["sessions"], r["provider"], r["side"]), {})[r["transport"]] = r
     for (n, provider, side), by_transport in by_n.items():
         if len(by_transport) > 1:
@@ -602,6 +634,13 @@ def _parser() -> argparse.ArgumentParser:
     add("--duration", type=float, default=10.0, help="measured seconds per run")
     add("--provider", default="anthropic", help="comma-separated wires: anthropic, openai")
     add(
+        "--telemetry",
+        default="off",
+        help="comma-separated states of the runtime's OpenTelemetry for embedded runs on the "
+        "local host: off, on (traces and metrics exported over OTLP to a loopback receiver); "
+        "off,on runs both and prints CPU per event on over off",
+    )
+    add(
         "--transport",
         default="aiohttp",
         help=f"comma-separated HTTP stacks for embedded runs: {', '.join(TRANSPORTS)}",
@@ -689,6 +728,7 @@ def parse_options(argv: list[str] | None) -> Options:
         transports=_choices(parser, "--transport", args.transport, TRANSPORTS),
         workers=_counts(parser, "--workers", args.workers),
         hosts=_choices(parser, "--host", args.host, HOSTS),
+        telemetry=_choices(parser, "--telemetry", args.telemetry, TELEMETRY),
         cli_args=cli_args,
         sides=_sides(parser, args.baseline_python),
         args=args,
@@ -708,6 +748,7 @@ def _config(options: Options) -> dict[str, Any]:
         "duration": args.duration,
         "providers": options.providers,
         "transports": options.transports,
+        "telemetry": options.telemetry,
         "gc": args.gc,
         "ramp": args.ramp,
         "warmup": args.warmup,
@@ -736,6 +777,8 @@ def report_runs(runs: list[dict[str, Any]], options: Options) -> dict[str, Any]:
     print_transports(runs)
     targets = targets_by_agent(runs, options)
     print_targets(targets)
+    overhead = otel.overhead_rows(runs)
+    otel.print_overhead(overhead)
     report: dict[str, Any] = {
         "benchmark": "load",
         "machine": h.machine_info(),
@@ -745,6 +788,10 @@ def report_runs(runs: list[dict[str, Any]], options: Options) -> dict[str, Any]:
         "mode_ratios": ratios,
         "baseline": None,
         "side_by_side": [],
+        "telemetry_overhead": {
+            "rows": overhead,
+            "target": otel.evaluate_overhead(overhead) if overhead else None,
+        },
     }
     if len(options.sides) > 1:
         baseline = {"python": options.sides[1].python, **(options.sides[1].toolprep or {})}
