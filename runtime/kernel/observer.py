@@ -87,5 +87,9 @@ class TurnObserver:
     def store_written(self, seconds: float, ok: bool) -> None:
         """One write to the session store took ``seconds`` and succeeded or failed."""
 
+    def worker_ended(self, slot: int, how: str, sessions: int) -> None:
+        """A worker process (or Ray shard) serving ``sessions`` sessions ended unasked
+        (``how``: its exit, as the log says it); it is being replaced."""
+
 
 NO_OBSERVER: Final = TurnObserver()

@@ -396,6 +396,21 @@ class OtelObserver(TurnObserver):
             span.set_status(Status(StatusCode.ERROR, "the session store refused a write"))
             span.end()
 
+    @_never_raises
+    def worker_ended(self, slot: int, how: str, sessions: int) -> None:
+        span = self._start(
+            "worker.restart",
+            SpanKind.INTERNAL,
+            None,
+            attributes={
+                "toolprep.worker.slot": slot,
+                "toolprep.worker.exit": how,
+                "toolprep.worker.sessions": sessions,
+            },
+        )
+        span.set_status(Status(StatusCode.ERROR, "a worker ended unasked"))
+        span.end()
+
 
 def _arguments_complete(card: _Card) -> None:
     """The call's complete arguments were shown (once: a permission request, a pending
