@@ -14,7 +14,8 @@ Two kinds of instrument, so that no hot path counts what it can be asked for:
 
 Names and units follow the OpenTelemetry conventions (dotted names, UCUM units with
 ``{annotations}`` for counts). No session id, path, content or argument is ever a label:
-the only label is a turn's stop reason, one of a few fixed words.
+labels are model and tool names and fixed words. ``TURN_INSTRUMENTS`` are recorded by the
+runtime's observer (``otel_observer``), the rest by the hosting (``Metrics`` below).
 """
 
 from __future__ import annotations
