@@ -31,6 +31,7 @@ __all__ = [
     "CLIENTS_ATTACHED",
     "COMPACTIONS",
     "CONNECTIONS_OPEN",
+    "EVENT_LOOP_LAG",
     "FIRST_CHUNK",
     "INSTRUMENTS",
     "NO_METRICS",
@@ -171,6 +172,12 @@ STORE_WRITE_DURATION: Final = InstrumentSpec(
     "s",
     "One write of frames or history to the session store, by result (ok, failed).",
 )
+EVENT_LOOP_LAG: Final = InstrumentSpec(
+    "toolprep.event_loop.lag",
+    "histogram",
+    "s",
+    "How late a loop ran a callback due then, sampled each second, by loop (streams, connections).",
+)
 TURN_INSTRUMENTS: Final = (
     ATTEMPTS,
     CARDS_DISCARDED,
@@ -183,6 +190,7 @@ TURN_INSTRUMENTS: Final = (
     COMPACTIONS,
     PERMISSION_REQUESTS,
     STORE_WRITE_DURATION,
+    EVENT_LOOP_LAG,
 )
 """Recorded where a runtime runs its turns (``otel_observer``): in the serving process, or
 in each worker, whose readings ``/metrics`` gathers."""

@@ -40,6 +40,7 @@ from toolprep.messages.content import Usage
 from toolprep.runtime.kernel.observer import (
     AttemptOutcome,
     CompactionOutcome,
+    LoopName,
     TurnEnd,
     TurnObserver,
 )
@@ -49,6 +50,7 @@ from toolprep.runtime.telemetry.instruments import (
     ATTEMPTS,
     CARDS_DISCARDED,
     COMPACTIONS,
+    EVENT_LOOP_LAG,
     FIRST_CHUNK,
     PERMISSION_REQUESTS,
     PREPARING_LATENCY,
@@ -138,6 +140,7 @@ class OtelObserver(TurnObserver):
                 FIRST_CHUNK,
                 TOKEN_USAGE,
                 STORE_WRITE_DURATION,
+                EVENT_LOOP_LAG,
             ):
                 self._histograms[spec.name] = meter.create_histogram(
                     spec.name, spec.unit, spec.description
@@ -395,6 +398,10 @@ class OtelObserver(TurnObserver):
             span = self._start("store.write", SpanKind.INTERNAL, None, attributes={})
             span.set_status(Status(StatusCode.ERROR, "the session store refused a write"))
             span.end()
+
+    @_never_raises
+    def event_loop_lag(self, loop: LoopName, seconds: float) -> None:
+        self._record(EVENT_LOOP_LAG, seconds, {"toolprep.loop": loop})
 
     @_never_raises
     def worker_ended(self, slot: int, how: str, sessions: int) -> None:
