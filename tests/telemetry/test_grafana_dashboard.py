@@ -128,3 +128,9 @@ def test_the_data_source_and_job_are_template_variables() -> None:
     for panel in _panels(dashboard["panels"]):
         if panel["type"] != "row":
             assert panel["datasource"] == {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
+
+
+def test_every_instrument_has_a_panel() -> None:
+    used = set().union(*(metric_names(expression) for expression in _expressions()))
+    missing = [spec.name for spec in INSTRUMENTS if not prometheus_names(spec) & used]
+    assert not missing, f"instruments without a panel in the dashboard: {missing}"
