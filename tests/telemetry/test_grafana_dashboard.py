@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from toolprep.runtime.telemetry.instruments import INSTRUMENTS, InstrumentSpec
+from toolprep.runtime.telemetry.instruments import INSTRUMENTS, SESSIONS_LIVE, InstrumentSpec
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "toolprep.json"
 
@@ -125,6 +125,10 @@ def test_the_data_source_and_job_are_template_variables() -> None:
     assert variables["DS_PROMETHEUS"]["type"] == "datasource"
     assert variables["DS_PROMETHEUS"]["query"] == "prometheus"
     assert variables["job"]["type"] == "query"
+    # The jobs are listed from a gauge the daemon serves from its start, before any turn.
+    listed = re.fullmatch(r"label_values\((\w+), job\)", variables["job"]["definition"])
+    assert listed is not None
+    assert listed.group(1) in prometheus_names(SESSIONS_LIVE)
     for panel in _panels(dashboard["panels"]):
         if panel["type"] != "row":
             assert panel["datasource"] == {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
