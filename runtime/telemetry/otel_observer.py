@@ -143,7 +143,10 @@ class OtelObserver(TurnObserver):
                 EVENT_LOOP_LAG,
             ):
                 self._histograms[spec.name] = meter.create_histogram(
-                    spec.name, spec.unit, spec.description
+                    spec.name,
+                    spec.unit,
+                    spec.description,
+                    explicit_bucket_boundaries_advisory=spec.buckets,
                 )
 
     # --- instruments -----------------------------------------------------------------
