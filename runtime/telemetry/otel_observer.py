@@ -32,7 +32,7 @@ from typing import Any, ParamSpec
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.metrics import Counter, Histogram, Meter
+from opentelemetry.metrics import Histogram, Meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -61,6 +61,7 @@ from toolprep.runtime.telemetry.instruments import (
     TURNS,
     InstrumentSpec,
 )
+from toolprep.runtime.telemetry.tallies import Tallies
 
 __all__ = ["OtelObserver"]
 
@@ -122,16 +123,16 @@ class OtelObserver(TurnObserver):
         self._lock = threading.Lock()
         self._turns: dict[str, _TurnTrace] = {}
         self._count_turns = count_turns and meter is not None
-        self._counters: dict[str, Counter] = {}
+        self._tallies: dict[str, Tallies] = {}
         self._histograms: dict[str, Histogram] = {}
         if meter is not None:
-            for spec in (ATTEMPTS, CARDS_DISCARDED, TOOL_CALLS, COMPACTIONS, PERMISSION_REQUESTS):
-                self._counters[spec.name] = meter.create_counter(
-                    spec.name, spec.unit, spec.description
-                )
+            counted = [ATTEMPTS, CARDS_DISCARDED, TOOL_CALLS, COMPACTIONS, PERMISSION_REQUESTS]
             if self._count_turns:
-                self._counters[TURNS.name] = meter.create_counter(
-                    TURNS.name, TURNS.unit, TURNS.description
+                counted.append(TURNS)
+            for spec in counted:  # counted here, read by the SDK only when it collects
+                tallies = self._tallies[spec.name] = Tallies()
+                meter.create_observable_counter(
+                    spec.name, [tallies.observations], spec.unit, spec.description
                 )
             for spec in (
                 TOOL_CALL_DURATION,
@@ -151,10 +152,10 @@ class OtelObserver(TurnObserver):
 
     # --- instruments -----------------------------------------------------------------
 
-    def _add(self, spec: InstrumentSpec, attributes: Mapping[str, str]) -> None:
-        counter = self._counters.get(spec.name)
-        if counter is not None:
-            counter.add(1, attributes)
+    def _add(self, spec: InstrumentSpec, *attributes: tuple[str, str]) -> None:
+        tallies = self._tallies.get(spec.name)
+        if tallies is not None:
+            tallies.add(attributes)
 
     def _record(self, spec: InstrumentSpec, value: float, attributes: Mapping[str, str]) -> None:
         histogram = self._histograms.get(spec.name)
@@ -193,7 +194,7 @@ class OtelObserver(TurnObserver):
         with self._lock:
             turn = self._turns.pop(session_id, None)
         if self._count_turns:
-            self._add(TURNS, {"stop_reason": end})
+            self._add(TURNS, ("stop_reason", end))
         if turn is not None:
             _end_turn_trace(turn, end)
 
@@ -241,7 +242,7 @@ class OtelObserver(TurnObserver):
         if started is None:
             return
         span, model, _ = started
-        self._add(ATTEMPTS, {"gen_ai.request.model": model, "toolprep.attempt.outcome": outcome})
+        self._add(ATTEMPTS, ("gen_ai.request.model", model), ("toolprep.attempt.outcome", outcome))
         span.set_attribute("toolprep.attempt.outcome", outcome)
         if usage is not None:
             span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
@@ -338,9 +339,11 @@ class OtelObserver(TurnObserver):
             reason = step.discard_reason
             span.add_event("card.discarded", {"toolprep.discard_reason": reason})
             span.set_attribute("toolprep.discard_reason", reason)
-            self._add(CARDS_DISCARDED, {"toolprep.discard_reason": reason})
+            self._add(CARDS_DISCARDED, ("toolprep.discard_reason", reason))
         labels = {"gen_ai.tool.name": card.tool_name, "toolprep.tool.outcome": outcome}
-        self._add(TOOL_CALLS, labels)
+        self._add(
+            TOOL_CALLS, ("gen_ai.tool.name", card.tool_name), ("toolprep.tool.outcome", outcome)
+        )
         if card.running_at is not None:
             self._record(TOOL_CALL_DURATION, now - card.running_at, labels)
         span.set_attribute("toolprep.tool.outcome", outcome)
@@ -357,7 +360,7 @@ class OtelObserver(TurnObserver):
 
     @_never_raises
     def permission_answered(self, session_id: str, call_id: str, outcome: str) -> None:
-        self._add(PERMISSION_REQUESTS, {"toolprep.permission.outcome": outcome})
+        self._add(PERMISSION_REQUESTS, ("toolprep.permission.outcome", outcome))
         card = self._card(session_id, call_id)
         if card is not None:
             card.span.add_event("permission.answered", {"toolprep.permission.outcome": outcome})
@@ -381,7 +384,7 @@ class OtelObserver(TurnObserver):
 
     @_never_raises
     def compaction_ended(self, session_id: str, outcome: CompactionOutcome) -> None:
-        self._add(COMPACTIONS, {"toolprep.compaction.outcome": outcome})
+        self._add(COMPACTIONS, ("toolprep.compaction.outcome", outcome))
         with self._lock:
             turn = self._turns.get(session_id)
             span = turn.compaction if turn is not None else None
