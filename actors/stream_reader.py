@@ -34,6 +34,8 @@ from toolprep.messages.turns import (
     SummaryFailed,
 )
 from toolprep.runtime.kernel.event_loops import EventLoopChoice, new_stream_loop
+from toolprep.runtime.kernel.loop_lag import watch_loop_lag
+from toolprep.runtime.kernel.observer import NO_OBSERVER
 from toolprep.runtime.kernel.threads import prestarted_pool
 from toolprep.runtime.providers.base import ModelRequest, Provider, StreamError
 from toolprep.runtime.providers.routes import ModelRoute
@@ -110,7 +112,11 @@ class ReaderState:
 
     def ensure_outbox(self, directory: RoleDirectory) -> ChunkOutbox:
         if self.outbox is None:
-            self.outbox = ChunkOutbox(directory, self.ensure_loop())
+            loop = self.ensure_loop()
+            self.outbox = ChunkOutbox(directory, loop)
+            observer = directory.observer
+            if observer is not NO_OBSERVER:
+                watch_loop_lag(loop, lambda late: observer.event_loop_lag("streams", late))
         return self.outbox
 
     def stop_loop(self, providers: Sequence[Provider] = ()) -> None:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from toolprep.runtime.acp.stdio_serving import serve_stdio
     from toolprep.runtime.daemon.websocket_serving import serve_websocket
     from toolprep.runtime.hosting.runtime import Runtime, RuntimeConfig
+    from toolprep.runtime.kernel.observer import TurnObserver
     from toolprep.runtime.kernel.session_host import (
         ClientRequest,
         EditorCapabilities,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from toolprep.runtime.providers.factory import build_provider
     from toolprep.runtime.providers.replay import ReplayProvider
     from toolprep.runtime.providers.routes import ModelRoute
+    from toolprep.runtime.telemetry.setup import telemetry_from_environ
 
 __version__ = "0.2.0"
 """This release of toolprep (``pyproject.toml``'s ``version``)."""
@@ -71,11 +73,13 @@ _HOMES: dict[str, str] = {
     "SessionHostError": "toolprep.runtime.kernel.session_host",
     "TextPart": "toolprep.messages.content",
     "ThoughtPart": "toolprep.messages.content",
+    "TurnObserver": "toolprep.runtime.kernel.observer",
     "TurnResult": "toolprep.messages.turns",
     "UserMessage": "toolprep.messages.turns",
     "build_provider": "toolprep.runtime.providers.factory",
     "serve_stdio": "toolprep.runtime.acp.stdio_serving",
     "serve_websocket": "toolprep.runtime.daemon.websocket_serving",
+    "telemetry_from_environ": "toolprep.runtime.telemetry.setup",
 }
 """Each public name and the module it lives in."""
 
@@ -97,12 +101,14 @@ __all__ = [
     "SessionHostError",
     "TextPart",
     "ThoughtPart",
+    "TurnObserver",
     "TurnResult",
     "UserMessage",
     "__version__",
     "build_provider",
     "serve_stdio",
     "serve_websocket",
+    "telemetry_from_environ",
 ]
 
 

@@ -78,7 +78,7 @@ def build_host(
     front_store = _front_store(path, args.synchronous)
     if getattr(args, "ray", None) is not None:
         return _ray_hosted(args, options, front_store, stop)
-    return _worker_hosted(options, workers, front_store, stop, serves_metrics)
+    return _worker_hosted(options, workers, front_store, stop, serves_metrics, observer)
 
 
 def _host_options(
@@ -133,6 +133,7 @@ def _worker_hosted(
     store: SessionStore | None,
     stop: StopSignals,
     serves_metrics: bool,
+    observer: TurnObserver,
 ) -> Hosted:
     """``--workers N``: the sessions spread over N worker processes."""
     from toolprep.runtime.telemetry.setup import WORKER_METRICS_VARIABLE
@@ -145,7 +146,7 @@ def _worker_hosted(
         dump_options(options),
         env=env,
     )
-    worker_host = WorkerHost(spec, workers, store=store)
+    worker_host = WorkerHost(spec, workers, store=store, observer=observer)
     stop.on_force = worker_host.kill_tool_processes_now
     return Hosted(worker_host, worker_host if store is not None else None, store)
 

@@ -254,7 +254,7 @@ def _start_telemetry() -> Telemetry:
     so; started before the host, whose runtime reports its turns to it."""
     from toolprep.runtime.telemetry.setup import Unavailable, telemetry_from_environ
 
-    telemetry = telemetry_from_environ(prometheus=True)
+    telemetry = telemetry_from_environ(prometheus=True, role="daemon")
     page = None if telemetry.on else telemetry.page()
     if isinstance(page, Unavailable):
         logging.getLogger(__name__).warning("/metrics serves no metrics: %s", page.reason)

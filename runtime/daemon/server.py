@@ -89,6 +89,8 @@ from toolprep.runtime.daemon.serve_options import (
 )
 from toolprep.runtime.daemon.session_pool import SessionPool
 from toolprep.runtime.kernel.event_loops import EventLoopChoice, new_stream_loop
+from toolprep.runtime.kernel.loop_lag import watch_loop_lag
+from toolprep.runtime.kernel.observer import NO_OBSERVER
 from toolprep.runtime.kernel.threads import prestarted_pool
 from toolprep.runtime.telemetry.health import ALWAYS_READY, Readiness
 from toolprep.runtime.telemetry.setup import Telemetry
@@ -209,6 +211,9 @@ class AcpServer:
             self._executor.shutdown(wait=False)
             raise
         telemetry.metrics.observe_connections(self)
+        observer = telemetry.observer
+        if observer is not NO_OBSERVER:
+            watch_loop_lag(self._loop, lambda late: observer.event_loop_lag("connections", late))
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="toolprep-connections", daemon=True
         )

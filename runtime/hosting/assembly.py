@@ -182,7 +182,7 @@ def worker_runtime_from_options(raw: Any) -> Runtime:
     # Each worker (or Ray shard) exports its own spans and metrics, as the OTEL_* variables
     # it inherited say, flushed when it exits.
     front_reads = os.environ.get(WORKER_METRICS_VARIABLE) == "1"
-    telemetry = telemetry_from_environ(prometheus=front_reads)
+    telemetry = telemetry_from_environ(prometheus=front_reads, role="worker")
     atexit.register(telemetry.shutdown)
     runtime = runtime_from_options(load_options(raw), observer=telemetry.observer)
     for route in runtime.routes:

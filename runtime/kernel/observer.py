@@ -27,6 +27,7 @@ __all__ = [
     "NO_OBSERVER",
     "AttemptOutcome",
     "CompactionOutcome",
+    "LoopName",
     "TurnEnd",
     "TurnObserver",
 ]
@@ -35,6 +36,9 @@ AttemptOutcome = Literal["succeeded"] | EndReason
 """How a model attempt ended: its reply taken, or abandoned for an ``EndReason``."""
 
 CompactionOutcome = Literal["completed", "failed", "cancelled"]
+
+LoopName = Literal["streams", "connections"]
+"""The provider streams' loop (the reader's), or the daemon's client connections' loop."""
 
 TurnEnd = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"]
 """A turn's ACP stop reason, or ``error`` for a prompt answered with an error."""
@@ -86,6 +90,13 @@ class TurnObserver:
 
     def store_written(self, seconds: float, ok: bool) -> None:
         """One write to the session store took ``seconds`` and succeeded or failed."""
+
+    def event_loop_lag(self, loop: LoopName, seconds: float) -> None:
+        """The ``loop`` ran a callback ``seconds`` late (``runtime.kernel.loop_lag``)."""
+
+    def worker_ended(self, slot: int, how: str, sessions: int) -> None:
+        """A worker process (or Ray shard) serving ``sessions`` sessions ended unasked
+        (``how``: its exit, as the log says it); it is being replaced."""
 
 
 NO_OBSERVER: Final = TurnObserver()

@@ -41,7 +41,10 @@ FORWARDED_VARIABLES = (
     "TOOLPREP_PASS_ENV",
 )
 """What a shard's runtime reads from its environment. Shards start from the
-cluster's environment, not the front's, so the front passes these along."""
+cluster's environment, not the front's, so the front passes these along, and every
+``OTEL_*`` variable (``FORWARDED_PREFIX``): a shard exports telemetry as the front does."""
+
+FORWARDED_PREFIX = "OTEL_"
 
 REGISTRY_TIMEOUT_S = 60.0
 
@@ -49,7 +52,11 @@ REGISTRY_TIMEOUT_S = 60.0
 def forwarded_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The front's values of ``FORWARDED_VARIABLES`` that are set."""
     environ = os.environ if environ is None else environ
-    return {name: environ[name] for name in FORWARDED_VARIABLES if environ.get(name)}
+    return {
+        name: value
+        for name, value in environ.items()
+        if value and (name in FORWARDED_VARIABLES or name.startswith(FORWARDED_PREFIX))
+    }
 
 
 def connect(

@@ -4,11 +4,11 @@ In the daemon with workers, turns run in the worker processes, so that is where 
 attempts, cards and tool calls are counted. Each worker records them in a Prometheus
 registry of its own; at each scrape the front reads every live worker's exposition
 (``WorkerHost.read_worker_metrics``), parses it with ``prometheus_client``'s parser and
-serves it beside its own, each sample labelled ``worker`` with the worker's slot, the
-samples of one name from every worker under one family, as the text format requires.
-A family the front records itself (its process's CPU and memory, ``target_info``) is the
-front's: the workers' of the same name are left out. A worker that does not answer in
-time is left out of that scrape only.
+serves it with its own: the samples of one name, the front's and every worker's, under one
+family (as the text format requires), each worker's labelled ``worker`` with its slot. A
+worker's family whose type differs from the front's of the same name is left out (it
+could not be rendered as one). A worker that does not answer in time is left out of that
+scrape only.
 
 Imported only once telemetry is on (it imports ``prometheus_client``).
 """
@@ -43,12 +43,11 @@ class _Families:
 
 
 def gathered_families(registry: CollectorRegistry, workers: WorkerReadings | None) -> _Families:
-    """The front's families, then the workers' of every other name, merged by name."""
+    """The front's families with every worker's samples merged in by name."""
     own = list(registry.collect())
     if workers is None:
         return _Families(own)
-    taken = {family.name for family in own}
-    merged: dict[str, Metric] = {}
+    merged: dict[str, Metric] = {family.name: family for family in own}
     for slot, text in workers():
         try:
             parsed = list(text_string_to_metric_families(text))
@@ -56,15 +55,15 @@ def gathered_families(registry: CollectorRegistry, workers: WorkerReadings | Non
             logger.warning("worker %d sent metrics that do not parse: %s", slot, exc)
             continue
         for family in parsed:
-            if family.name in taken:
-                continue
             into = merged.get(family.name)
             if into is None:
                 into = merged[family.name] = Metric(
                     family.name, family.documentation, family.type, family.unit
                 )
+            elif into.type != family.type:
+                continue
             into.samples.extend(_labelled(family.samples, slot))
-    return _Families(own + list(merged.values()))
+    return _Families(list(merged.values()))
 
 
 def _labelled(samples: Iterable[Sample], slot: int) -> list[Sample]:

@@ -14,7 +14,8 @@ Two kinds of instrument, so that no hot path counts what it can be asked for:
 
 Names and units follow the OpenTelemetry conventions (dotted names, UCUM units with
 ``{annotations}`` for counts). No session id, path, content or argument is ever a label:
-the only label is a turn's stop reason, one of a few fixed words.
+labels are model and tool names and fixed words. ``TURN_INSTRUMENTS`` are recorded by the
+runtime's observer (``otel_observer``), the rest by the hosting (``Metrics`` below).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ __all__ = [
     "CLIENTS_ATTACHED",
     "COMPACTIONS",
     "CONNECTIONS_OPEN",
+    "EVENT_LOOP_LAG",
+    "FAST_SECONDS",
     "FIRST_CHUNK",
     "INSTRUMENTS",
     "NO_METRICS",
@@ -37,7 +40,9 @@ __all__ = [
     "PREPARING_LATENCY",
     "SEND_BUFFER_BYTES",
     "SESSIONS_LIVE",
+    "SLOW_SECONDS",
     "STORE_WRITE_DURATION",
+    "TOKEN_COUNTS",
     "TOKEN_USAGE",
     "TOOL_CALLS",
     "TOOL_CALL_DURATION",
@@ -69,6 +74,49 @@ class InstrumentSpec:
     kind: InstrumentKind
     unit: str
     description: str
+    buckets: tuple[float, ...] | None = None
+    """A histogram's bucket bounds, in its unit: the SDK's default ones (0 to 10 000) suit
+    milliseconds, and would put every sub-second latency in one bucket."""
+
+
+FAST_SECONDS: Final = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
+"""Bounds for work the daemon does itself (a card, a store write): 0.1 ms to 2.5 s."""
+SLOW_SECONDS: Final = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    320.0,
+)
+"""Bounds for waits on a model or a tool: 5 ms to over 5 min."""
+TOKEN_COUNTS: Final = tuple(float(4**n) for n in range(13))
+"""Bounds for tokens per request: 1 to 16 M by powers of four (the GenAI conventions')."""
 
 
 TURNS: Final = InstrumentSpec(
@@ -127,30 +175,35 @@ TOOL_CALL_DURATION: Final = InstrumentSpec(
     "histogram",
     "s",
     "From a call's start (in_progress) to its result, by tool and outcome.",
+    SLOW_SECONDS,
 )
 PREPARING_LATENCY: Final = InstrumentSpec(
     "toolprep.card.preparing.latency",
     "histogram",
     "s",
     "From reading the chunk that names a tool to writing its preparing card.",
+    FAST_SECONDS,
 )
 ARGUMENT_STREAMING: Final = InstrumentSpec(
     "toolprep.card.argument_streaming.duration",
     "histogram",
     "s",
     "From the preparing card to the call's start: the wait the early card covers, by tool.",
+    SLOW_SECONDS,
 )
 FIRST_CHUNK: Final = InstrumentSpec(
     "toolprep.attempt.time_to_first_chunk",
     "histogram",
     "s",
     "From a model request's start to its first chunk, by model.",
+    SLOW_SECONDS,
 )
 TOKEN_USAGE: Final = InstrumentSpec(
     "gen_ai.client.token.usage",
     "histogram",
     "{token}",
     "Tokens per model request, by model and token type (input, output).",
+    TOKEN_COUNTS,
 )
 COMPACTIONS: Final = InstrumentSpec(
     "toolprep.compactions",
@@ -169,6 +222,14 @@ STORE_WRITE_DURATION: Final = InstrumentSpec(
     "histogram",
     "s",
     "One write of frames or history to the session store, by result (ok, failed).",
+    FAST_SECONDS,
+)
+EVENT_LOOP_LAG: Final = InstrumentSpec(
+    "toolprep.event_loop.lag",
+    "histogram",
+    "s",
+    "How late a loop ran a callback due then, sampled each second, by loop (streams, connections).",
+    FAST_SECONDS,
 )
 TURN_INSTRUMENTS: Final = (
     ATTEMPTS,
@@ -182,6 +243,7 @@ TURN_INSTRUMENTS: Final = (
     COMPACTIONS,
     PERMISSION_REQUESTS,
     STORE_WRITE_DURATION,
+    EVENT_LOOP_LAG,
 )
 """Recorded where a runtime runs its turns (``otel_observer``): in the serving process, or
 in each worker, whose readings ``/metrics`` gathers."""

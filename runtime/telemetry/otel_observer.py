@@ -32,7 +32,7 @@ from typing import Any, ParamSpec
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.metrics import Counter, Histogram, Meter
+from opentelemetry.metrics import Histogram, Meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -40,6 +40,7 @@ from toolprep.messages.content import Usage
 from toolprep.runtime.kernel.observer import (
     AttemptOutcome,
     CompactionOutcome,
+    LoopName,
     TurnEnd,
     TurnObserver,
 )
@@ -49,6 +50,7 @@ from toolprep.runtime.telemetry.instruments import (
     ATTEMPTS,
     CARDS_DISCARDED,
     COMPACTIONS,
+    EVENT_LOOP_LAG,
     FIRST_CHUNK,
     PERMISSION_REQUESTS,
     PREPARING_LATENCY,
@@ -59,6 +61,7 @@ from toolprep.runtime.telemetry.instruments import (
     TURNS,
     InstrumentSpec,
 )
+from toolprep.runtime.telemetry.tallies import Tallies
 
 __all__ = ["OtelObserver"]
 
@@ -120,16 +123,16 @@ class OtelObserver(TurnObserver):
         self._lock = threading.Lock()
         self._turns: dict[str, _TurnTrace] = {}
         self._count_turns = count_turns and meter is not None
-        self._counters: dict[str, Counter] = {}
+        self._tallies: dict[str, Tallies] = {}
         self._histograms: dict[str, Histogram] = {}
         if meter is not None:
-            for spec in (ATTEMPTS, CARDS_DISCARDED, TOOL_CALLS, COMPACTIONS, PERMISSION_REQUESTS):
-                self._counters[spec.name] = meter.create_counter(
-                    spec.name, spec.unit, spec.description
-                )
+            counted = [ATTEMPTS, CARDS_DISCARDED, TOOL_CALLS, COMPACTIONS, PERMISSION_REQUESTS]
             if self._count_turns:
-                self._counters[TURNS.name] = meter.create_counter(
-                    TURNS.name, TURNS.unit, TURNS.description
+                counted.append(TURNS)
+            for spec in counted:  # counted here, read by the SDK only when it collects
+                tallies = self._tallies[spec.name] = Tallies()
+                meter.create_observable_counter(
+                    spec.name, [tallies.observations], spec.unit, spec.description
                 )
             for spec in (
                 TOOL_CALL_DURATION,
@@ -138,17 +141,21 @@ class OtelObserver(TurnObserver):
                 FIRST_CHUNK,
                 TOKEN_USAGE,
                 STORE_WRITE_DURATION,
+                EVENT_LOOP_LAG,
             ):
                 self._histograms[spec.name] = meter.create_histogram(
-                    spec.name, spec.unit, spec.description
+                    spec.name,
+                    spec.unit,
+                    spec.description,
+                    explicit_bucket_boundaries_advisory=spec.buckets,
                 )
 
     # --- instruments -----------------------------------------------------------------
 
-    def _add(self, spec: InstrumentSpec, attributes: Mapping[str, str]) -> None:
-        counter = self._counters.get(spec.name)
-        if counter is not None:
-            counter.add(1, attributes)
+    def _add(self, spec: InstrumentSpec, *attributes: tuple[str, str]) -> None:
+        tallies = self._tallies.get(spec.name)
+        if tallies is not None:
+            tallies.add(attributes)
 
     def _record(self, spec: InstrumentSpec, value: float, attributes: Mapping[str, str]) -> None:
         histogram = self._histograms.get(spec.name)
@@ -187,7 +194,7 @@ class OtelObserver(TurnObserver):
         with self._lock:
             turn = self._turns.pop(session_id, None)
         if self._count_turns:
-            self._add(TURNS, {"stop_reason": end})
+            self._add(TURNS, ("stop_reason", end))
         if turn is not None:
             _end_turn_trace(turn, end)
 
@@ -235,7 +242,7 @@ class OtelObserver(TurnObserver):
         if started is None:
             return
         span, model, _ = started
-        self._add(ATTEMPTS, {"gen_ai.request.model": model, "toolprep.attempt.outcome": outcome})
+        self._add(ATTEMPTS, ("gen_ai.request.model", model), ("toolprep.attempt.outcome", outcome))
         span.set_attribute("toolprep.attempt.outcome", outcome)
         if usage is not None:
             span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
@@ -332,9 +339,11 @@ class OtelObserver(TurnObserver):
             reason = step.discard_reason
             span.add_event("card.discarded", {"toolprep.discard_reason": reason})
             span.set_attribute("toolprep.discard_reason", reason)
-            self._add(CARDS_DISCARDED, {"toolprep.discard_reason": reason})
+            self._add(CARDS_DISCARDED, ("toolprep.discard_reason", reason))
         labels = {"gen_ai.tool.name": card.tool_name, "toolprep.tool.outcome": outcome}
-        self._add(TOOL_CALLS, labels)
+        self._add(
+            TOOL_CALLS, ("gen_ai.tool.name", card.tool_name), ("toolprep.tool.outcome", outcome)
+        )
         if card.running_at is not None:
             self._record(TOOL_CALL_DURATION, now - card.running_at, labels)
         span.set_attribute("toolprep.tool.outcome", outcome)
@@ -351,7 +360,7 @@ class OtelObserver(TurnObserver):
 
     @_never_raises
     def permission_answered(self, session_id: str, call_id: str, outcome: str) -> None:
-        self._add(PERMISSION_REQUESTS, {"toolprep.permission.outcome": outcome})
+        self._add(PERMISSION_REQUESTS, ("toolprep.permission.outcome", outcome))
         card = self._card(session_id, call_id)
         if card is not None:
             card.span.add_event("permission.answered", {"toolprep.permission.outcome": outcome})
@@ -375,7 +384,7 @@ class OtelObserver(TurnObserver):
 
     @_never_raises
     def compaction_ended(self, session_id: str, outcome: CompactionOutcome) -> None:
-        self._add(COMPACTIONS, {"toolprep.compaction.outcome": outcome})
+        self._add(COMPACTIONS, ("toolprep.compaction.outcome", outcome))
         with self._lock:
             turn = self._turns.get(session_id)
             span = turn.compaction if turn is not None else None
@@ -395,6 +404,25 @@ class OtelObserver(TurnObserver):
             span = self._start("store.write", SpanKind.INTERNAL, None, attributes={})
             span.set_status(Status(StatusCode.ERROR, "the session store refused a write"))
             span.end()
+
+    @_never_raises
+    def event_loop_lag(self, loop: LoopName, seconds: float) -> None:
+        self._record(EVENT_LOOP_LAG, seconds, {"toolprep.loop": loop})
+
+    @_never_raises
+    def worker_ended(self, slot: int, how: str, sessions: int) -> None:
+        span = self._start(
+            "worker.restart",
+            SpanKind.INTERNAL,
+            None,
+            attributes={
+                "toolprep.worker.slot": slot,
+                "toolprep.worker.exit": how,
+                "toolprep.worker.sessions": sessions,
+            },
+        )
+        span.set_status(Status(StatusCode.ERROR, "a worker ended unasked"))
+        span.end()
 
 
 def _arguments_complete(card: _Card) -> None:

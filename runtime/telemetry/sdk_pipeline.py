@@ -28,7 +28,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
+from opentelemetry.sdk.resources import PROCESS_PID, SERVICE_NAME, SERVICE_VERSION, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -41,8 +41,10 @@ from toolprep.runtime.telemetry.otel_instruments import OtelMetrics
 from toolprep.runtime.telemetry.otel_observer import OtelObserver
 from toolprep.runtime.telemetry.settings import OTLP_HTTP_PROTOCOL, TelemetrySettings
 from toolprep.runtime.telemetry.setup import (
+    PROCESS_ROLE,
     Exposition,
     MetricsPage,
+    ProcessRole,
     Telemetry,
     Unavailable,
     WorkerReadings,
@@ -59,9 +61,13 @@ _DEFAULT_OTLP_METRICS_ENDPOINT: Final = "http://localhost:4318/v1/metrics"
 
 
 def start_sdk(
-    settings: TelemetrySettings, *, prometheus: bool, count_turns: bool = False
+    settings: TelemetrySettings,
+    *,
+    prometheus: bool,
+    count_turns: bool = False,
+    role: ProcessRole = "agent",
 ) -> Telemetry:
-    resource = _resource()
+    resource = _resource(role)
     tracer_provider = _tracer_provider(settings, resource)
     readers: list[MetricReader] = []
     registry: CollectorRegistry | None = None
@@ -131,8 +137,12 @@ def _tracer_provider(settings: TelemetrySettings, resource: Resource) -> TracerP
     return provider
 
 
-def _resource() -> Resource:
-    detected = Resource.create({SERVICE_VERSION: __version__})
+def _resource(role: ProcessRole) -> Resource:
+    """The SDK's resource (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``) plus which
+    process this is: the daemon, one of its workers or shards, or an editor's agent."""
+    detected = Resource.create(
+        {SERVICE_VERSION: __version__, PROCESS_PID: os.getpid(), PROCESS_ROLE: role}
+    )
     if str(detected.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         detected = detected.merge(Resource({SERVICE_NAME: "toolprep"}))
     return detected

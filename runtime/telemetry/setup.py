@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 from toolprep.runtime.telemetry.instruments import NO_METRICS, Metrics
@@ -21,9 +21,11 @@ from toolprep.runtime.telemetry.settings import TelemetrySettings
 
 __all__ = [
     "INSTALL_HINT",
+    "PROCESS_ROLE",
     "WORKER_METRICS_VARIABLE",
     "Exposition",
     "MetricsPage",
+    "ProcessRole",
     "Telemetry",
     "Unavailable",
     "WorkerReadings",
@@ -35,6 +37,13 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT: Final = "install the telemetry extra: pip install 'toolprep[telemetry]'"
+
+PROCESS_ROLE: Final = "toolprep.process.role"
+"""The resource attribute that says which process exported: ``ProcessRole``."""
+
+ProcessRole = Literal["agent", "daemon", "worker"]
+"""``agent``: ``toolprep acp`` (or an embedding); ``daemon``: ``toolprep serve``'s front;
+``worker``: one of its worker processes or Ray shards."""
 
 WORKER_METRICS_VARIABLE: Final = "TOOLPREP_WORKER_METRICS"
 """Set to ``1`` by a front that serves ``/metrics`` in its workers' environment: each then
@@ -107,7 +116,11 @@ class Telemetry:
 
 
 def start_telemetry(
-    settings: TelemetrySettings, *, prometheus: bool, count_turns: bool = False
+    settings: TelemetrySettings,
+    *,
+    prometheus: bool,
+    count_turns: bool = False,
+    role: ProcessRole = "agent",
 ) -> Telemetry:
     """The process's telemetry. ``prometheus``: a ``/metrics`` page is served (``serve``),
     or read by the process that serves it (a worker), so metrics are recorded whenever
@@ -128,7 +141,7 @@ def start_telemetry(
             logger.warning("OTLP export was asked for, but %s", reason)
         return Telemetry.off(reason)
     try:
-        return start_sdk(settings, prometheus=prometheus, count_turns=count_turns)
+        return start_sdk(settings, prometheus=prometheus, count_turns=count_turns, role=role)
     except Exception as exc:  # telemetry never keeps the process from serving
         logger.exception("telemetry could not start; going on without it")
         return Telemetry.off(f"telemetry could not start: {exc}")
@@ -137,7 +150,9 @@ def start_telemetry(
 _process_telemetry: Telemetry | None = None
 
 
-def telemetry_from_environ(*, prometheus: bool, count_turns: bool = False) -> Telemetry:
+def telemetry_from_environ(
+    *, prometheus: bool, count_turns: bool = False, role: ProcessRole = "agent"
+) -> Telemetry:
     """``start_telemetry`` as this process's ``OTEL_*`` variables configure it: the
     process's telemetry, which ``process_metrics_text`` reads."""
     global _process_telemetry
@@ -145,6 +160,7 @@ def telemetry_from_environ(*, prometheus: bool, count_turns: bool = False) -> Te
         TelemetrySettings.from_environ(os.environ),
         prometheus=prometheus,
         count_turns=count_turns,
+        role=role,
     )
     _process_telemetry = telemetry
     return telemetry

@@ -30,6 +30,7 @@ from toolprep.messages.content import Part
 from toolprep.messages.modes import SessionMode
 from toolprep.messages.permissions import PermissionOutcome, check_outcome
 from toolprep.messages.turns import TurnResult, UserMessage
+from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 from toolprep.runtime.kernel.session_host import (
     NO_EDITOR,
     EditorAnswer,
@@ -105,12 +106,13 @@ class WorkerHost:
         store: SessionStore | None = None,
         transport: TransportFactory | None = None,
         placements: PlacementLog | None = None,
+        observer: TurnObserver = NO_OBSERVER,
     ) -> None:
         """``store`` is the file the workers' runtimes journal into (their factory opens
         it); given it, the host also serves as a ``SessionArchive``. ``transport`` starts
         a slot's worker (default: a child process running ``spec``; a Ray shard actor
         with ``toolprep.runtime.ray_host``). ``placements`` is told where each session
-        is opened and when it is closed."""
+        is opened and when it is closed; ``observer`` of each worker that ended unasked."""
         if workers < 1:
             raise ValueError(f"a worker host needs at least one worker, not {workers}")
         self._spec = spec
@@ -124,7 +126,7 @@ class WorkerHost:
         start: TransportFactory = transport or (lambda slot: WorkerProcess(slot, spec))
         self._calls = calls = WorkerCalls(state)
         self._reader = WorkerReader(calls, ended=self._worker_ended)
-        self._restarts = WorkerRestarts(state, calls, start, backoff, self._reader.start)
+        self._restarts = WorkerRestarts(state, calls, start, backoff, self._reader.start, observer)
         started = [WorkerSlot(start(slot)) for slot in range(workers)]
         try:
             for worker in started:

@@ -18,6 +18,7 @@ from concurrent.futures import Future
 
 from toolprep.messages.frames import DiscardReason, discarded
 from toolprep.messages.turns import TurnResult
+from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 from toolprep.runtime.kernel.session_host import SessionHostError
 from toolprep.runtime.tools.process_groups import signal_group
 from toolprep.runtime.workers.backoff import RestartBackoff
@@ -47,7 +48,9 @@ class WorkerRestarts:
         start: TransportFactory,
         backoff: RestartBackoff,
         start_reading: Callable[[WorkerSlot], None],
+        observer: TurnObserver = NO_OBSERVER,
     ) -> None:
+        self._observer = observer  # hears of each worker that ended unasked
         self._state = state
         self._calls = calls
         self._start = start
@@ -72,6 +75,7 @@ class WorkerRestarts:
             signal_group(pgid, signal.SIGKILL)
         if not closing:
             logger.error("worker %d (pid %d) %s", worker.slot, worker.pid, how)
+            self._observer.worker_ended(worker.slot, how, len(sessions))
         lost = f"the worker process serving this session {how}; the turn was lost"
         for session in sessions:
             _discard_open_cards(session)

@@ -18,8 +18,9 @@ import pytest
 
 from tests.support.agent_process import AgentProcess
 
-HEAVY = ("anthropic", "openai", "mcp", "ray", "websockets")
-"""Third-party packages an agent on the replay provider never needs."""
+HEAVY = ("anthropic", "openai", "mcp", "ray", "websockets", "opentelemetry", "prometheus_client")
+"""Third-party packages an agent on the replay provider never needs (telemetry included:
+it is off unless the ``OTEL_*`` variables ask for it)."""
 
 RUNTIME = ("toolprep.actors", "toolprep.runtime.hosting.runtime", "toolprep.runtime.acp.agent")
 """Our own modules a refused start has no use for."""

@@ -286,11 +286,16 @@ def test_server_that_cannot_start_is_left_out_with_a_warning(tmp_path: Path) -> 
 
 
 def test_a_slow_server_holds_up_only_its_own_session_new(tmp_path: Path) -> None:
-    """While one session's server starts, the connection serves other sessions' requests."""
+    """While one session's server starts, the connection serves other sessions' requests.
+
+    The slow server starts only once the test opens its gate, after the quick session's
+    whole turn: no sleep that a busy machine could outlast."""
+    gate = tmp_path / "gate"
+    wait = f'while [ ! -e "{gate}" ]; do sleep 0.05; done'
     slow = {
         "name": "slow",
         "command": "/bin/sh",
-        "args": ["-c", f'sleep 3; exec "{sys.executable}" -m tests.support.mcp_echo_server'],
+        "args": ["-c", f'{wait}; exec "{sys.executable}" -m tests.support.mcp_echo_server'],
         "env": [{"name": "PYTHONPATH", "value": str(REPO)}],
     }
     with FakeProviderServer() as server:
@@ -305,6 +310,7 @@ def test_a_slow_server_holds_up_only_its_own_session_new(tmp_path: Path) -> None
             agent.reply(agent.prompt(quick))
             # The quick session's whole turn was answered while the slow server started.
             assert not [m for m in agent.messages if m.get("id") == opening]
+            gate.touch()
             session_id = agent.reply(opening)["result"]["sessionId"]
             assert agent.reply(agent.prompt(session_id))["result"]["stopReason"] == "end_turn"
             agent.close_input()

@@ -48,7 +48,11 @@ from toolprep.testing import FakeProviderServer
 
 ray = pytest.importorskip("ray")
 
-from toolprep.runtime.ray_host import RayHost, locate  # noqa: E402  (imports ray)
+from toolprep.runtime.ray_host import (  # noqa: E402  (imports ray)
+    RayHost,
+    forwarded_environment,
+    locate,
+)
 
 KIND = "anthropic"
 TURN_S = 30.0
@@ -277,3 +281,19 @@ def test_a_killed_shard_ends_its_turns_and_its_sessions_reload_from_the_store(
     assert message_text(loaded.frames()).endswith("Loaded.")
     for session_id in (victim, bystander, *fillers):
         hosted.host.close_session(session_id)
+
+
+def test_the_front_forwards_the_provider_settings_and_every_otel_variable() -> None:
+    environ = {
+        "ANTHROPIC_API_KEY": "sk-test",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+        "OTEL_SERVICE_NAME": "team",
+        "OTEL_TRACES_EXPORTER": "",
+        "HOME": "/home/someone",
+        "TOOLPREP_WORKER_METRICS": "1",
+    }
+    assert forwarded_environment(environ) == {
+        "ANTHROPIC_API_KEY": "sk-test",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+        "OTEL_SERVICE_NAME": "team",
+    }

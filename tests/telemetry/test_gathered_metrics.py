@@ -31,9 +31,14 @@ def test_the_workers_samples_share_one_family_each_labelled_with_its_worker() ->
         if s.name.endswith("_total")
     }
     assert discards == {"0": 2.0, "1": 3.0}  # the worker whose text did not parse is left out
-    # A name the front records is the front's alone.
+    # A name the front records too: its sample and the workers', in one family.
     shared = [s for s in families["shared"].samples if s.name == "shared_total"]
-    assert [(s.labels, s.value) for s in shared] == [({}, 7.0)]
+    assert sorted((s.labels.get(WORKER_LABEL, "front"), s.value) for s in shared) == [
+        ("0", 100.0),
+        ("1", 200.0),
+        ("front", 7.0),
+    ]
+    assert text.count("# TYPE shared_total counter") == 1
 
 
 def test_without_workers_the_page_is_the_fronts() -> None:
