@@ -19,9 +19,8 @@ if str(REPO_ROOT) not in sys.path:
 
 EXIT_WATCHDOG_S = 120
 
-# The ``process`` marker, set automatically, and the fast tier's guard (CONTRIBUTING.md);
-# and the order in which ``-n N --dist loadfile`` hands out the test files.
-pytest_plugins = ["tests.support.tiers", "tests.support.scheduling"]
+# The ``process`` marker, set automatically, and the fast tier's guard (CONTRIBUTING.md).
+pytest_plugins = ["tests.support.tiers"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
