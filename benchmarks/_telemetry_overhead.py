@@ -37,14 +37,25 @@ EXPORT_THREADS: Final = "Otel"
 ``OtelPeriodicExportingMetricReader``."""
 
 
-def telemetry_environ(endpoint: str) -> dict[str, str]:
-    """The ``OTEL_*`` variables the child sets before it starts telemetry."""
+def telemetry_environ(endpoint: str, trace_sample: float = 1.0) -> dict[str, str]:
+    """The ``OTEL_*`` variables the child sets before it starts telemetry; below 1,
+    ``trace_sample`` is the share of turns traced (the SDK's ``parentbased_traceidratio``
+    sampler: an operator's usual setting under load; metrics are always whole)."""
+    sampler = (
+        {
+            "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+            "OTEL_TRACES_SAMPLER_ARG": str(trace_sample),
+        }
+        if trace_sample < 1.0
+        else {}
+    )
     return {
         "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_BSP_SCHEDULE_DELAY": str(SPAN_DELAY_MS),
         "OTEL_METRIC_EXPORT_INTERVAL": str(METRIC_INTERVAL_MS),
         "OTEL_SERVICE_NAME": "toolprep-bench",
+        **sampler,
     }
 
 

@@ -211,7 +211,9 @@ def _spawn(scenario: Scenario, sessions: int, options: Options, side: Side) -> d
             workers=scenario.workers,
             host=scenario.host,
             shards=args.shards,
-            telemetry_environ=otel.telemetry_environ(sink.endpoint) if telemetry else None,
+            telemetry_environ=(
+                otel.telemetry_environ(sink.endpoint, args.trace_sample) if telemetry else None
+            ),
         )
         spec_path, out_path = Path(scratch, "spec.json"), Path(scratch, "run.json")
         spec_path.write_text(spec.to_json(), encoding="utf-8")
@@ -639,6 +641,13 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated states of the runtime's OpenTelemetry for embedded runs on the "
         "local host: off, on (traces and metrics exported over OTLP to a loopback receiver); "
         "off,on runs both and prints CPU per event on over off",
+    )
+    add(
+        "--trace-sample",
+        type=float,
+        default=1.0,
+        help="with telemetry on, the share of turns traced (below 1: the SDK's "
+        "parentbased_traceidratio sampler); metrics are always recorded whole",
     )
     add(
         "--transport",

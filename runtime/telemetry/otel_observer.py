@@ -168,6 +168,13 @@ class OtelObserver(TurnObserver):
             return trace.INVALID_SPAN
         return tracer.start_span(name, context=context, kind=kind, **kw)
 
+    def _start_under(self, turn: _TurnTrace, name: str, kind: SpanKind, **kw: Any) -> Span:
+        """A child of the turn's span; none at all (no sampler call, no span) for a turn the
+        sampler left out, whose children it would leave out too."""
+        if not turn.span.is_recording():
+            return trace.INVALID_SPAN
+        return self._start(name, kind, turn.context, **kw)
+
     # --- turns and attempts ----------------------------------------------------------
 
     @_never_raises
@@ -206,10 +213,10 @@ class OtelObserver(TurnObserver):
             turn = self._turns.get(session_id)
             if turn is None:
                 return
-            span = self._start(
+            span = self._start_under(
+                turn,
                 f"chat {model}",
                 SpanKind.CLIENT,
-                turn.context,
                 attributes={
                     "gen_ai.operation.name": "chat",
                     "gen_ai.request.model": model,
@@ -275,10 +282,10 @@ class OtelObserver(TurnObserver):
         self, turn: _TurnTrace, call_id: str, tool_name: str, named_at: float | None
     ) -> _Card:
         start = _epoch_ns(named_at) if named_at is not None else None
-        span = self._start(
+        span = self._start_under(
+            turn,
             f"execute_tool {tool_name}",
             SpanKind.INTERNAL,
-            turn.context,
             start_time=start,
             attributes={
                 "gen_ai.operation.name": "execute_tool",
@@ -378,9 +385,7 @@ class OtelObserver(TurnObserver):
             turn = self._turns.get(session_id)
             if turn is None:
                 return
-            turn.compaction = self._start(
-                "compaction", SpanKind.INTERNAL, turn.context, attributes={}
-            )
+            turn.compaction = self._start_under(turn, "compaction", SpanKind.INTERNAL)
 
     @_never_raises
     def compaction_ended(self, session_id: str, outcome: CompactionOutcome) -> None:
