@@ -77,7 +77,7 @@ def build_host(
         return _in_process(options, stop, observer)
     front_store = _front_store(path, args.synchronous)
     if getattr(args, "ray", None) is not None:
-        return _ray_hosted(args, options, front_store, stop)
+        return _ray_hosted(args, options, front_store, stop, serves_metrics, observer)
     return _worker_hosted(options, workers, front_store, stop, serves_metrics, observer)
 
 
@@ -156,6 +156,8 @@ def _ray_hosted(
     options: RuntimeOptions,
     store: SessionStore | None,
     stop: StopSignals,
+    serves_metrics: bool,
+    observer: TurnObserver,
 ) -> Hosted:
     """``serve --ray``: the sessions on shard actors of a Ray cluster (the ``ray`` extra)."""
     try:
@@ -164,7 +166,15 @@ def _ray_hosted(
         raise SessionHostError(
             f"--ray needs the ray extra (pip install 'toolprep[ray]'): {exc}"
         ) from None
-    host = ray_host_from_options(args.ray, args.shards, options, store, name=args.ray_name)
+    host = ray_host_from_options(
+        args.ray,
+        args.shards,
+        options,
+        store,
+        name=args.ray_name,
+        observer=observer,
+        serves_metrics=serves_metrics,
+    )
     stop.on_force = host.kill_tool_processes_now
     return Hosted(host, host if store is not None else None, store)
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 from toolprep.runtime.kernel.session_host import SessionHostError
 from toolprep.runtime.ray_host.registry import NAMESPACE, RegistryLog, open_registry
 from toolprep.runtime.ray_host.transport import START_TIMEOUT_S, ShardLauncher
@@ -93,7 +94,7 @@ class RayHost(WorkerHost):
     Connect first (``connect``). ``name`` names this front on the cluster (its
     placement registry); ``num_cpus`` is what each shard reserves, and shards
     are spread over the cluster's nodes. With ``disconnect=True`` shutting the
-    host down also leaves the cluster.
+    host down also leaves the cluster. ``observer`` hears of a shard that ended.
     """
 
     def __init__(
@@ -107,6 +108,7 @@ class RayHost(WorkerHost):
         backoff: RestartBackoff = DEFAULT_BACKOFF,
         start_timeout_s: float = START_TIMEOUT_S,
         disconnect: bool = False,
+        observer: TurnObserver = NO_OBSERVER,
     ) -> None:
         if not ray.is_initialized():
             raise SessionHostError(
@@ -123,6 +125,7 @@ class RayHost(WorkerHost):
             store=store,
             transport=launcher,
             placements=RegistryLog(self.registry),
+            observer=observer,
         )
 
     def shutdown(self, timeout: float = 10.0) -> None:

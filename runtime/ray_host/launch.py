@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 import ray
 
 from toolprep.runtime.hosting.options import RuntimeOptions
+from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 from toolprep.runtime.kernel.session_host import SessionHostError
 from toolprep.runtime.ray_host.host import RayHost, connect, forwarded_environment
+from toolprep.runtime.telemetry.setup import WORKER_METRICS_VARIABLE
 from toolprep.runtime.workers.codec import dump_options
 from toolprep.runtime.workers.process import WorkerSpec
 
@@ -63,9 +65,12 @@ def ray_host_from_options(
     store: SessionStore | None,
     *,
     name: str = "toolprep",
+    observer: TurnObserver = NO_OBSERVER,
+    serves_metrics: bool = False,
 ) -> RayHost:
     """Join the cluster at ``address`` and start the shards of the front called ``name``;
-    leaving the cluster again on shutdown.
+    leaving the cluster again on shutdown. ``observer`` hears of a shard that ended; if
+    this process ``serves_metrics``, the shards record theirs for it to read.
 
     Raises ``ValueError`` for a bad count and ``SessionHostError`` when the
     cluster cannot be joined or the shards cannot start.
@@ -74,13 +79,16 @@ def ray_host_from_options(
         raise ValueError(f"--shards must be >= 1, got {shards}")
     check_reachable(address)
     try:
-        connect(address, env_vars=forwarded_environment())
+        env_vars = forwarded_environment()
+        if serves_metrics:
+            env_vars[WORKER_METRICS_VARIABLE] = "1"
+        connect(address, env_vars=env_vars)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise SessionHostError(f"cannot join the Ray cluster at {address}: {exc}") from None
     spec = WorkerSpec(RUNTIME_FACTORY, dump_options(options))
     try:
         count = shards if shards is not None else default_shard_count()
-        return RayHost(spec, count, store=store, name=name, disconnect=True)
+        return RayHost(spec, count, store=store, name=name, disconnect=True, observer=observer)
     except BaseException:
         ray.shutdown()
         raise

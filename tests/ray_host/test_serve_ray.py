@@ -5,11 +5,12 @@ its own (to find and kill a shard, as an operator's script would); the real
 daemon process joins the same cluster by address, its shards build the CLI's
 runtime against the loopback provider, and real WebSocket clients drive it.
 The provider key reaches the shards only through the daemon: the cluster was
-started without it.
+started without it. The daemon's ``/metrics`` gathers what the shards counted.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from types import ModuleType
 
 import pytest
 
+from tests.daemon.telemetry_daemon import get, http_base, sample
 from tests.runtime import scenarios as sc
 from tests.support.daemon_process import (
     DaemonProcess,
@@ -158,6 +160,14 @@ def test_serve_on_ray_keeps_the_boundary_promises_when_a_shard_is_killed(
         assert ends == {"call_ok": "completed", "call_cut": "discarded"}
     finally:
         reader.close()
+
+    # /metrics: the shards' turns, gathered by the daemon and labelled by shard slot, and
+    # the killed shard counted as a restart.
+    page = get(http_base(daemon) + "/metrics", {"Authorization": f"Bearer {daemon.token}"})
+    assert page.status == 200, page
+    assert sample(page.body, "toolprep_worker_restarts_total") == 1
+    attempts = re.findall(r"^toolprep_attempts_total\{([^}]*)\} (\S+)$", page.body, re.MULTILINE)
+    assert attempts and all('worker="' in labels for labels, _ in attempts), attempts
     assert daemon.stop() == 0
 
 
