@@ -65,6 +65,9 @@ __all__ = [
 
 REPO = Path(__file__).resolve().parents[2]
 
+AGENT_EXIT_S = 30.0
+"""How long an agent run under the SDK's client may take to exit once its stdin closed."""
+
 
 def agent_command(
     kind: str, server: FakeProviderServer, *extra: str
@@ -501,7 +504,16 @@ async def _spawned(
     client_fs: bool,
 ) -> AsyncIterator[tuple[Any, Any]]:
     async with spawn_agent_process(
-        client, command[0], *command[1:], env=env, cwd=REPO, observers=[observe]
+        client,
+        command[0],
+        *command[1:],
+        env=env,
+        cwd=REPO,
+        observers=[observe],
+        # The SDK kills an agent that has not exited 2 s after its stdin closed (and may
+        # then race the exit it waited for); a busy machine's agent gets as long as an
+        # editor would give it.
+        transport_kwargs={"shutdown_timeout": AGENT_EXIT_S},
     ) as (conn, process):
         capabilities = ClientCapabilities(
             fs=FileSystemCapabilities(read_text_file=client_fs, write_text_file=client_fs)
