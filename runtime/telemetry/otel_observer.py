@@ -94,7 +94,6 @@ def _epoch_ns(monotonic: float) -> int:
 class _Card:
     span: Span
     tool_name: str
-    attempt: int
     named_at: float | None
     shown_at: float | None = None
     running_at: float | None = None
@@ -294,7 +293,7 @@ class OtelObserver(TurnObserver):
                 "toolprep.attempt.number": turn.attempt,
             },
         )
-        return _Card(span, tool_name, turn.attempt, named_at)
+        return _Card(span, tool_name, named_at)
 
     @_never_raises
     def frames_written(self, session_id: str, updates: Sequence[dict[str, Any]]) -> None:
@@ -347,12 +346,10 @@ class OtelObserver(TurnObserver):
             span.add_event("card.discarded", {"toolprep.discard_reason": reason})
             span.set_attribute("toolprep.discard_reason", reason)
             self._add(CARDS_DISCARDED, ("toolprep.discard_reason", reason))
-        labels = {"gen_ai.tool.name": card.tool_name, "toolprep.tool.outcome": outcome}
-        self._add(
-            TOOL_CALLS, ("gen_ai.tool.name", card.tool_name), ("toolprep.tool.outcome", outcome)
-        )
+        labels = (("gen_ai.tool.name", card.tool_name), ("toolprep.tool.outcome", outcome))
+        self._add(TOOL_CALLS, *labels)
         if card.running_at is not None:
-            self._record(TOOL_CALL_DURATION, now - card.running_at, labels)
+            self._record(TOOL_CALL_DURATION, now - card.running_at, dict(labels))
         span.set_attribute("toolprep.tool.outcome", outcome)
         if outcome == "failed":
             span.set_status(Status(StatusCode.ERROR, "the tool failed"))
@@ -406,9 +403,7 @@ class OtelObserver(TurnObserver):
         result = "ok" if ok else "failed"
         self._record(STORE_WRITE_DURATION, seconds, {"toolprep.store.result": result})
         if not ok:  # a span of its own: a write serves many sessions' turns at once
-            span = self._start("store.write", SpanKind.INTERNAL, None, attributes={})
-            span.set_status(Status(StatusCode.ERROR, "the session store refused a write"))
-            span.end()
+            self._failure("store.write", "the session store refused a write", {})
 
     @_never_raises
     def event_loop_lag(self, loop: LoopName, seconds: float) -> None:
@@ -416,17 +411,17 @@ class OtelObserver(TurnObserver):
 
     @_never_raises
     def worker_ended(self, slot: int, how: str, sessions: int) -> None:
-        span = self._start(
-            "worker.restart",
-            SpanKind.INTERNAL,
-            None,
-            attributes={
-                "toolprep.worker.slot": slot,
-                "toolprep.worker.exit": how,
-                "toolprep.worker.sessions": sessions,
-            },
-        )
-        span.set_status(Status(StatusCode.ERROR, "a worker ended unasked"))
+        attributes: dict[str, str | int] = {
+            "toolprep.worker.slot": slot,
+            "toolprep.worker.exit": how,
+            "toolprep.worker.sessions": sessions,
+        }
+        self._failure("worker.restart", "a worker ended unasked", attributes)
+
+    def _failure(self, name: str, message: str, attributes: dict[str, str | int]) -> None:
+        """A span of its own, outside any turn, for something that went wrong."""
+        span = self._start(name, SpanKind.INTERNAL, None, attributes=attributes)
+        span.set_status(Status(StatusCode.ERROR, message))
         span.end()
 
 
