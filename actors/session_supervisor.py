@@ -52,6 +52,7 @@ from toolprep.messages.content import (
     Part,
 )
 from toolprep.messages.frames import (
+    agent_thought_chunk,
     session_info_update,
     usage_update,
     user_message_chunk,
@@ -453,6 +454,9 @@ class SessionSupervisor(RoleActor):
         session = self.state.sessions.get(msg.session_id)
         if session is None or session.turn is None:
             return
+        if msg.reason is not None and not session.turn.cancel_requested:
+            note = agent_thought_chunk(f"\n[{msg.reason}]\n")
+            self.directory.tell(EMITTER, WriteFrames.of(session.session_id, (note,)))
         session.turn.cancel_requested = True
         if session.phase == "compacting":  # no cards yet: the summary is simply dropped
             self.directory.tell(READER, CloseStream(session.session_id, session.attempt))

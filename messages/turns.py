@@ -78,7 +78,12 @@ class StartTurn:
 
 @dataclass(frozen=True, slots=True)
 class CancelTurn:
+    """End the session's running turn. ``reason``, when given, is said in the session (a
+    thought note, kept and replayed) before its cards are discarded: a turn the user did
+    not cancel tells whoever looks later why it stopped."""
+
     session_id: str
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

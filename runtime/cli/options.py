@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -118,6 +119,9 @@ def _check_bounds(args: argparse.Namespace) -> None:
     grace = getattr(args, "disconnect_grace", None)
     if grace is not None and not grace >= 0:  # also rejects NaN
         raise ValueError(f"--disconnect-grace must be >= 0 seconds, got {grace}")
+    detached = getattr(args, "max_detached", None)
+    if detached is not None and not (detached > 0 and math.isfinite(detached)):
+        raise ValueError(f"--max-detached must be > 0 seconds, got {detached}")
 
 
 def _check_placement(args: argparse.Namespace) -> None:

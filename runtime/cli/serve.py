@@ -17,7 +17,11 @@ from toolprep.runtime.daemon.serve_options import (
     add_connection_arguments,
     check_connection_arguments,
 )
-from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
+from toolprep.runtime.daemon.session_pool import (
+    DEFAULT_GRACE_S,
+    DEFAULT_MAX_DETACHED_S,
+    DETACHED_TURNS,
+)
 from toolprep.runtime.hosting.assembly import configure_logging
 from toolprep.runtime.hosting.model_routes import resolve_provider_config
 from toolprep.runtime.mcp.policy import McpPolicy
@@ -113,8 +117,25 @@ def serve_arguments(serve: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_GRACE_S,
         metavar="SECONDS",
-        help="how long a session's running turn goes on with no client attached before it "
-        f"is cancelled, and an idle one stays open (default {DEFAULT_GRACE_S:g})",
+        help="how long a session nobody is attached to stays open in memory once it is idle "
+        "(it stays stored), and, with --detached-turns cancel, how long its running turn goes "
+        f"on (default {DEFAULT_GRACE_S:g})",
+    )
+    serve.add_argument(
+        "--detached-turns",
+        choices=DETACHED_TURNS,
+        default="continue",
+        help="what becomes of a running turn once its last client is gone: it goes on to its "
+        "end (a permission it asks for waits for the next client), or it is cancelled after "
+        "--disconnect-grace (default continue)",
+    )
+    serve.add_argument(
+        "--max-detached",
+        type=float,
+        default=DEFAULT_MAX_DETACHED_S,
+        metavar="SECONDS",
+        help="cancel a turn that has gone on this long with no client attached, saying why in "
+        f"the session (default {DEFAULT_MAX_DETACHED_S:g})",
     )
     add_connection_arguments(serve)
     serve.add_argument(
@@ -319,6 +340,8 @@ def _serve_hosted(
             mcp_policy=mcp_policy,
             max_sessions=args.max_sessions,
             disconnect_grace_s=args.disconnect_grace,
+            detached_turns=args.detached_turns,
+            max_detached_s=args.max_detached,
             max_message_bytes=args.max_line_bytes,
             max_connections=max_connections,
             max_buffered_bytes=args.max_send_buffer,

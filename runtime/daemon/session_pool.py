@@ -10,11 +10,16 @@ same one ``toolprep acp`` runs on stdio. What changes is ownership:
   may be attached, and one that loads a session that is running joins it
   mid-turn (everything so far is replayed to it first);
 - a connection that goes away only detaches: the session and its running
-  turn go on. When the last one has been gone for ``grace_s`` the running
-  turn is cancelled, as stdin EOF cancels it for ``toolprep acp``, and an
-  idle session is closed in the host, which bounds memory: with a store
-  behind it its history and frames stay stored (loading it brings it back);
-  without one (``--no-persist``) nobody could load it again anyway;
+  turn go on. With ``detached_turns="continue"`` (``serve``'s default) a turn
+  nobody is attached to runs to its end (a permission it asks for waits for
+  the first client that attaches), and only one left alone for
+  ``max_detached_s`` is cancelled, the reason said in the session; with
+  ``"cancel"`` it is cancelled once the last client has been gone for
+  ``grace_s``, as stdin EOF cancels it for ``toolprep acp``. An idle session
+  nobody is attached to is closed in the host after ``grace_s``, which bounds
+  memory: with a store behind it its history and frames stay stored (loading
+  it brings it back); without one (``--no-persist``) nobody could load it
+  again anyway;
 - ``session/list`` pages (``LIST_PAGE_SIZE`` sessions and a ``nextCursor``),
   with a store or without;
 - ``max_sessions`` bounds the sessions open at once;
@@ -33,6 +38,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Final, Literal, assert_never
 
 from toolprep.messages.content import Part
 from toolprep.messages.modes import SessionMode
@@ -57,11 +63,29 @@ from toolprep.runtime.mcp.specs import McpServerSpec
 from toolprep.runtime.store.list_cursor import decode_list_cursor, encode_list_cursor
 from toolprep.runtime.telemetry.instruments import NO_METRICS, Metrics, TurnOutcome
 
-__all__ = ["DEFAULT_GRACE_S", "LIST_PAGE_SIZE", "PoolClient", "SessionPool"]
+__all__ = [
+    "DEFAULT_GRACE_S",
+    "DEFAULT_MAX_DETACHED_S",
+    "DETACHED_TURNS",
+    "LIST_PAGE_SIZE",
+    "DetachedTurns",
+    "PoolClient",
+    "SessionPool",
+]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_GRACE_S = 30.0
+
+DetachedTurns = Literal["continue", "cancel"]
+"""What becomes of a running turn once its last client is gone (``--detached-turns``)."""
+
+DETACHED_TURNS: Final[tuple[DetachedTurns, ...]] = ("continue", "cancel")
+
+DEFAULT_MAX_DETACHED_S: Final = 6 * 3600.0
+"""How long a turn goes on with nobody attached before it is cancelled: a long refactor
+left running overnight is still bounded, and a turn stuck on a permission nobody will
+answer does not hold its tool processes for ever."""
 
 LIST_PAGE_SIZE = 50
 """Sessions per ``session/list`` page when no store keeps them (the store pages alike)."""
@@ -75,16 +99,24 @@ class SessionPool:
         *,
         max_sessions: int | None = None,
         grace_s: float = DEFAULT_GRACE_S,
+        detached_turns: DetachedTurns = "continue",
+        max_detached_s: float = DEFAULT_MAX_DETACHED_S,
         mcp_policy: McpPolicy | None = None,
         metrics: Metrics = NO_METRICS,
     ) -> None:
         """``mcp_policy`` defaults to allowing clients no MCP server."""
         if max_sessions is not None and max_sessions < 1:
             raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
+        if detached_turns not in DETACHED_TURNS:
+            raise ValueError(f"detached_turns must be one of {DETACHED_TURNS}: {detached_turns!r}")
+        if not max_detached_s > 0:  # also rejects NaN
+            raise ValueError(f"max_detached_s must be > 0 seconds, got {max_detached_s}")
         self.host = host
         self.archive = archive
         self.max_sessions = max_sessions
         self.grace_s = grace_s
+        self.detached_turns: DetachedTurns = detached_turns
+        self.max_detached_s = max_detached_s
         self.mcp_policy = mcp_policy or McpPolicy()
         self._lock = threading.Lock()
         self._sessions: dict[str, SharedSession] = {}
@@ -202,6 +234,8 @@ class SessionPool:
         def ended(done: Future[TurnResult]) -> None:
             shared.turn_ended()
             if shared.attached == 0:
+                # A detached turn's bound gives way to the idle session's grace period.
+                self._cancel_timer(session_id)
                 self._start_timer(session_id)
             self._metrics.turn_ended(_outcome(done))  # last: the session's state comes first
 
@@ -282,7 +316,21 @@ class SessionPool:
         with self._lock:
             if self._closed:
                 return
-        self._timers.start(session_id, self.grace_s)
+            shared = self._sessions.get(session_id)
+        running = shared is not None and shared.running
+        self._timers.start(session_id, self._unattended_after(running))
+
+    def _unattended_after(self, running: bool) -> float:
+        """How long a session nobody is attached to is left as it is."""
+        if not running:
+            return self.grace_s
+        match self.detached_turns:
+            case "continue":
+                return self.max_detached_s
+            case "cancel":
+                return self.grace_s
+            case _:
+                assert_never(self.detached_turns)
 
     def _cancel_timer(self, session_id: str) -> None:
         self._timers.cancel(session_id)
@@ -295,8 +343,10 @@ class SessionPool:
             return
         try:
             if shared.running:
+                waited = self._unattended_after(running=True)
                 logger.info("no client came back to %s: cancelling its turn", session_id)
-                self.host.cancel(session_id)  # the turn's end starts the next grace period
+                reason = f"turn cancelled: no client was attached for {waited:g} s"
+                self.host.cancel(session_id, reason)  # its end starts the next grace period
             elif self.archive is not None:
                 logger.info("no client came back to %s: closing it (it stays stored)", session_id)
                 self.close(session_id)
@@ -363,9 +413,9 @@ class PoolClient:
     ) -> Future[TurnResult]:
         return self._pool.prompt(self._bound(), session_id, parts, user_message)
 
-    def cancel(self, session_id: str) -> None:
+    def cancel(self, session_id: str, reason: str | None = None) -> None:
         self._pool.session(session_id)
-        self._pool.host.cancel(session_id)
+        self._pool.host.cancel(session_id, reason)
 
     def answer_permission(
         self, session_id: str, request_id: str, outcome: PermissionOutcome

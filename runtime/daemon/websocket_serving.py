@@ -20,7 +20,11 @@ from toolprep.runtime.daemon.serve_options import (
     DEFAULT_PING_INTERVAL_S,
     DEFAULT_PING_TIMEOUT_S,
 )
-from toolprep.runtime.daemon.session_pool import DEFAULT_GRACE_S
+from toolprep.runtime.daemon.session_pool import (
+    DEFAULT_GRACE_S,
+    DEFAULT_MAX_DETACHED_S,
+    DetachedTurns,
+)
 from toolprep.runtime.kernel.event_loops import EventLoopChoice
 from toolprep.runtime.kernel.session_host import SessionArchive, SessionHost
 from toolprep.runtime.mcp.policy import McpPolicy
@@ -46,6 +50,8 @@ def serve_websocket(
     mcp_policy: McpPolicy | None = None,
     max_sessions: int | None = None,
     disconnect_grace_s: float = DEFAULT_GRACE_S,
+    detached_turns: DetachedTurns = "continue",
+    max_detached_s: float = DEFAULT_MAX_DETACHED_S,
     max_message_bytes: int = DEFAULT_MAX_LINE_BYTES,
     max_connections: int = 1000,
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
@@ -76,11 +82,14 @@ def serve_websocket(
     ``mcp_policy`` says which MCP servers clients may name (default: none; the clients of a
     network service are not the user). ``archive`` (a ``Runtime`` built with a store is one)
     adds ``session/load``, ``session/list`` and ``session/delete``. ``max_sessions`` caps the
-    open sessions; a session's running turn goes on ``disconnect_grace_s`` with no client
-    attached before it is cancelled. The other limits are the server's (``AcpServer``):
-    message size, connections, bytes buffered per connection, pings. ``meta`` is what
-    ``initialize`` says under ``_meta.toolprep``; ``log_level`` (``"INFO"``, say) sends the
-    log to stderr at that level (default: logging left as the process configured it).
+    open sessions. A session's running turn goes on with no client attached: to its end
+    (``detached_turns="continue"``) unless left alone for ``max_detached_s``, or for
+    ``disconnect_grace_s`` only (``"cancel"``); an idle session nobody is attached to is
+    closed in memory after ``disconnect_grace_s`` (it stays stored). The other limits are
+    the server's (``AcpServer``): message size, connections, bytes buffered per connection,
+    pings. ``meta`` is what ``initialize`` says under ``_meta.toolprep``; ``log_level``
+    (``"INFO"``, say) sends the log to stderr at that level (default: logging left as the
+    process configured it).
 
     ``token`` must not be empty; on a non-loopback ``host`` it must be at least
     ``MIN_REMOTE_TOKEN_CHARS`` (16) characters long, as ``toolprep serve`` requires.
@@ -109,6 +118,8 @@ def serve_websocket(
         archive,
         max_sessions=max_sessions,
         grace_s=disconnect_grace_s,
+        detached_turns=detached_turns,
+        max_detached_s=max_detached_s,
         mcp_policy=mcp_policy,
         metrics=telemetry.metrics if telemetry is not None else NO_METRICS,
     )

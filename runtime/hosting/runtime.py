@@ -414,9 +414,9 @@ class Runtime:
         """SIGKILL every tool and MCP server process at once; safe in a signal handler."""
         self._processes.kill_now()
 
-    def cancel(self, session_id: str) -> None:
+    def cancel(self, session_id: str, reason: str | None = None) -> None:
         self._sessions.require(session_id)
-        self.directory.tell(SUPERVISOR, CancelTurn(session_id))
+        self.directory.tell(SUPERVISOR, CancelTurn(session_id, reason))
 
     def answer_permission(
         self, session_id: str, request_id: str, outcome: PermissionOutcome

@@ -295,8 +295,9 @@ class SessionHost(Protocol):
         accepted: they reach the sink like any frame and are kept for replay.
         """
 
-    def cancel(self, session_id: str) -> None:
-        """End the running turn, if any, as guarantee 3 describes."""
+    def cancel(self, session_id: str, reason: str | None = None) -> None:
+        """End the running turn, if any, as guarantee 3 describes; ``reason``, if given, is
+        said in the session first (a turn nobody asked to stop says why it stopped)."""
 
     def answer_permission(
         self, session_id: str, request_id: str, outcome: PermissionOutcome

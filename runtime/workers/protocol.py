@@ -83,10 +83,11 @@ __all__ = [
     "encode_event",
 ]
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 """1 was positional lists; 2 is tagged objects, and the version rides on ``Ready``; 3 takes
 the runtime's config and the secrets in a ``start`` frame on stdin, before any command,
-rather than on the command line and in the environment; 4 adds ``ReadMetrics``."""
+rather than on the command line and in the environment; 4 adds ``ReadMetrics``; 5 gives
+``Cancel`` the reason the session is told."""
 
 OpenHow = Literal["new", "restore", "restore_or_new"]
 """How a worker opens a session: fresh, from the store, or from the store if it is there."""
@@ -130,6 +131,7 @@ class Prompt:
 @dataclass(frozen=True, slots=True)
 class Cancel:
     session_id: str
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,8 +311,8 @@ def encode_command(command: Command) -> Frame:
         case Prompt(call_id, sid, parts, user_message):
             prompt = orjson.dumps(dump_prompt(parts, user_message))
             return {"type": "prompt", "call": call_id, "session": sid}, prompt
-        case Cancel(sid):
-            return {"type": "cancel", "session": sid}, b""
+        case Cancel(sid, reason):
+            return {"type": "cancel", "session": sid, "reason": reason}, b""
         case Close(sid):
             return {"type": "close", "session": sid}, b""
         case AnswerPermission(call_id, sid, rid, outcome):
@@ -362,8 +364,8 @@ def _decode_command(header: Any, payload: bytes) -> Command:
         case {"type": "prompt", "call": int(call_id), "session": str(sid)}:
             parts, user_message = load_prompt(orjson.loads(payload))
             return Prompt(call_id, sid, tuple(parts), user_message)
-        case {"type": "cancel", "session": str(sid)}:
-            return Cancel(sid)
+        case {"type": "cancel", "session": str(sid), "reason": str() | None as reason}:
+            return Cancel(sid, reason)
         case {"type": "close", "session": str(sid)}:
             return Close(sid)
         case {

@@ -173,9 +173,9 @@ class WorkerLoop:
                 self._answer(call_id, lambda: self._open(sid, cwd, editor, how, servers))
             case Prompt(call_id, sid, parts, user_message):
                 self._prompt(call_id, sid, parts, user_message)
-            case Cancel(sid):
+            case Cancel(sid, reason):
                 with contextlib.suppress(UnknownSession):
-                    runtime.cancel(sid)
+                    runtime.cancel(sid, reason)
             case Close(sid):
                 with contextlib.suppress(UnknownSession):
                     runtime.close_session(sid)

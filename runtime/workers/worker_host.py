@@ -271,10 +271,10 @@ class WorkerHost:
         self._calls.send(worker, Prompt(call_id, session_id, parts, user_message))
         return call.turn
 
-    def cancel(self, session_id: str) -> None:
+    def cancel(self, session_id: str, reason: str | None = None) -> None:
         with self._lock:
             worker = self._state.require(session_id).worker
-        self._calls.send(worker, Cancel(session_id))
+        self._calls.send(worker, Cancel(session_id, reason))
 
     def answer_permission(
         self, session_id: str, request_id: str, outcome: PermissionOutcome

@@ -173,12 +173,21 @@ def test_a_client_that_reconnects_mid_turn_gets_everything_and_finishes_it(
     assert daemon.stop() == 0
 
 
-def test_a_turn_nobody_comes_back_to_is_cancelled_after_the_grace_period(
+def test_with_detached_turns_cancel_a_turn_nobody_comes_back_to_ends_after_the_grace(
     start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path, tmp_path: Path
 ) -> None:
     # Kept, so that it can be looked at once it is closed too, a grace period after its turn.
     data = str(tmp_path / "data")
-    daemon = start_daemon("--data-dir", data, "--workers", "1", "--disconnect-grace", "0.5")
+    daemon = start_daemon(
+        "--data-dir",
+        data,
+        "--workers",
+        "1",
+        "--disconnect-grace",
+        "0.5",
+        "--detached-turns",
+        "cancel",
+    )
     provider.enqueue(sc.prepared_then_stall(KIND, ("call_left", "get_weather", {})))
     first = daemon.client()
     session_id = first.start_session(workdir)

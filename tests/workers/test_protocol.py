@@ -62,6 +62,7 @@ COMMANDS: list[Command] = [
     Prompt(3, "s1", (TextPart("hi"), FunctionCallPart(FunctionCall("c1", "read", {"p": 1})))),
     Prompt(4, "s1", (TextPart("hi"),), UserMessage("msg_1", ({"type": "text", "text": "hi"},))),
     Cancel("s1"),
+    Cancel("s1", "no client came back within 60 s"),
     Close("s1"),
     AnswerPermission(5, "s1", "permission_1", "allow_once"),
     AnswerEditor(6, "s1", "fs_1", FileRead("text")),
