@@ -134,6 +134,23 @@ class WorkerCalls:
                 worker.calls.pop(call_id, None)
             raise
 
+    def ask_worker(self, worker: WorkerSlot, command: ToCommand) -> Answer:
+        """Send ``command`` to ``worker`` itself (of no session) and wait for its answer.
+
+        The worker carries out commands in the order they come, so the answer also says
+        that every command sent to it before has been carried out."""
+        if self.on_reader_thread():
+            raise RuntimeError(ON_READER_THREAD.format(call=type(command(0)).__name__))
+        with self._state.lock:
+            call_id, call = self.register(worker, "answer", None)
+        self.send(worker, command(call_id))
+        try:
+            return call.future.result(CALL_TIMEOUT_S)
+        except TimeoutError:
+            with self._state.lock:
+                worker.calls.pop(call_id, None)
+            raise
+
     def ask_each_worker(self, command: ToCommand, timeout: float) -> list[tuple[int, Answer]]:
         """Send ``command`` to every live worker at once (a question to the worker itself,
         of no session) and wait up to ``timeout`` s in all: each slot that answered, with

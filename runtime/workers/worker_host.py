@@ -17,6 +17,7 @@ worker takes the sessions over; sessions on other workers never notice.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -243,9 +244,16 @@ class WorkerHost:
 
     def delete_session(self, session_id: str) -> None:
         with self._lock:
-            is_open = session_id in self._state.sessions
-        if is_open:
+            session = self._state.sessions.get(session_id)
+            worker = session.worker if session is not None else None
+        if worker is not None:
             self.close_session(session_id)
+            # The worker's close ends the running turn and writes its last frames and history
+            # before the worker takes its next command: once it answers one, nothing of the
+            # session is left to write, so its rows can go without a write finding them gone.
+            # A worker that died meanwhile writes nothing any more either.
+            with contextlib.suppress(WorkerCrashed):
+                self._calls.ask_worker(worker, lambda call_id: FlushJournal(call_id, session_id))
         if self._store is None:
             raise UnknownSession(session_id)
         self._store.sessions.delete(session_id)

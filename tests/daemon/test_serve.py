@@ -447,6 +447,38 @@ def test_a_deleted_session_cannot_be_loaded_and_its_id_is_not_reused(
     assert daemon.stop() == 0
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_deleting_a_session_mid_turn_ends_the_turn_before_its_rows_go(
+    start_daemon: StartDaemon,
+    provider: FakeProviderServer,
+    workdir: Path,
+    tmp_path: Path,
+    workers: str,
+) -> None:
+    """Another client's delete ends the running turn (cancelled, its card discarded) and
+    nothing of it is written after the session's rows are gone: no "could not be saved"."""
+    daemon = start_daemon("--data-dir", str(tmp_path / "data"), "--workers", workers)
+    provider.enqueue(sc.prepared_then_stall(KIND, ("call_doomed", "get_weather", {})))
+    client, other = daemon.client(), daemon.client()
+    try:
+        session_id = client.start_session(workdir)
+        prompt = client.prompt(session_id)
+        client.wait_for(lambda _: "call_doomed" in lifecycle(client.updates(session_id)))
+        other.initialize()
+        assert other.result(other.request("session/delete", {"sessionId": session_id})) == {}
+        assert client.result(prompt)["stopReason"] == "cancelled"
+        frames = client.updates(session_id)
+        assert lifecycle(frames)["call_doomed"] == ["preparing", "discarded"]
+        assert "could not be saved" not in str(frames)
+        assert other.load(session_id, workdir)["error"]["code"] == -32002
+        assert session_id not in str(other.result(other.request("session/list", {})))
+    finally:
+        client.close()
+        other.close()
+    assert daemon.stop() == 0
+    assert "not found" not in daemon.stderr().lower(), daemon.stderr()
+
+
 def test_a_corrupt_database_stops_start_up_with_its_name(
     start_daemon: StartDaemon, tmp_path: Path
 ) -> None:
