@@ -31,6 +31,7 @@ __all__ = [
     "Synchronous",
     "connect_read_only",
     "connect_writable",
+    "is_lock_held_elsewhere",
     "unwritable_cause",
     "write_probe",
 ]
@@ -148,25 +149,35 @@ def _set_up(db: sqlite3.Connection, busy_timeout: float, synchronous: Synchronou
             time.sleep(_SET_UP_RETRY_S)
 
 
-_UNWRITABLE = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN")
-"""SQLite's answers (and their extended codes) when the disk refuses a write."""
-_UNWRITABLE_AT_OPEN = (*_UNWRITABLE, "SQLITE_BUSY", "SQLITE_LOCKED")
-"""At open, also a lock another process held past the busy timeout."""
+_LOCKED = ("SQLITE_BUSY", "SQLITE_LOCKED")
+"""SQLite's answers (and their extended codes) to a lock another process held past the busy
+timeout."""
+_UNWRITABLE = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN", *_LOCKED)
+"""SQLite's answers when the store cannot be written now: the disk refuses the write, or
+another process (a backup, a ``sqlite3`` shell left in a transaction) holds the lock."""
 _UNWRITABLE_ERRNOS = frozenset(
     {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG}
 )
 
 
-def unwritable_cause(exc: BaseException, *, at_open: bool) -> str | None:
+def unwritable_cause(exc: BaseException) -> str | None:
     """What ``exc`` says if it means the store cannot be written now; None for anything
     else (a corrupt file, a bug), which stays an error."""
     if isinstance(exc, sqlite3.Error):
-        name = getattr(exc, "sqlite_errorname", None) or ""
-        kinds = _UNWRITABLE_AT_OPEN if at_open else _UNWRITABLE
-        return str(exc) if any(name == k or name.startswith(f"{k}_") for k in kinds) else None
+        return str(exc) if _is_one_of(exc, _UNWRITABLE) else None
     if isinstance(exc, OSError) and exc.errno in _UNWRITABLE_ERRNOS:
         return exc.strerror or str(exc)
     return None
+
+
+def is_lock_held_elsewhere(exc: BaseException) -> bool:
+    """Whether ``exc`` is a lock another process held past the busy timeout."""
+    return isinstance(exc, sqlite3.Error) and _is_one_of(exc, _LOCKED)
+
+
+def _is_one_of(exc: sqlite3.Error, kinds: tuple[str, ...]) -> bool:
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    return any(name == kind or name.startswith(f"{kind}_") for kind in kinds)
 
 
 def _synchronous_pragma(level: Synchronous) -> str:

@@ -4,8 +4,9 @@ and whether it can be written.
 Every part of the store (``sessions``, ``frame_log``, ``claims``, ``open_cards``) works
 through ``transaction``: one connection in WAL mode, used under one lock, so there is one
 writer while readers are never blocked by it. A failure becomes a ``StoreError`` naming the
-file and what was being done; one that says the disk refuses writes (full, read-only,
-failing) makes the store read-only, and ``recovery`` takes it from there.
+file and what was being done; one that says the store cannot be written (the disk full,
+read-only or failing, another process's lock held past the busy timeout) makes the store
+read-only, and ``recovery`` takes it from there.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from toolprep.runtime.store.connection import (
     Synchronous,
     connect_read_only,
     connect_writable,
+    is_lock_held_elsewhere,
     unwritable_cause,
     write_probe,
 )
@@ -63,7 +65,7 @@ class StoreDatabase:
         except SchemaTooNew as exc:
             raise StoreError(f"cannot use the session database {path}: {exc}") from None
         except (OSError, sqlite3.Error) as exc:
-            cause = unwritable_cause(exc, at_open=True)
+            cause = unwritable_cause(exc)
             if cause is None:
                 raise StoreError(f"cannot open the session database {path}: {exc}") from None
             self._connection = connect_read_only(path, cause)
@@ -80,7 +82,7 @@ class StoreDatabase:
 
     @contextmanager
     def transaction(self, doing: str, *, read: bool = False) -> Iterator[sqlite3.Connection]:
-        """One transaction under the lock; a write the disk refuses makes the store read-only.
+        """One transaction under the lock; a write that cannot be made makes the store read-only.
         ``read``: a read-only one, which another process's write lock does not hold back."""
         with self.lock:
             # A read-only store reads without the write lock BEGIN IMMEDIATE takes: its
@@ -109,7 +111,7 @@ class StoreDatabase:
         try:
             db = connect_writable(self.path, busy_timeout, self.synchronous)
         except (OSError, sqlite3.Error, SchemaTooNew) as exc:
-            self.read_only = unwritable_cause(exc, at_open=True) or str(exc)
+            self.read_only = unwritable_cause(exc) or str(exc)
             return False
         cause = write_probe(db)
         if cause is not None:
@@ -128,11 +130,20 @@ class StoreDatabase:
             self._connection.close()
 
     def _note_unwritable(self, exc: sqlite3.Error) -> None:
-        """With the lock held: a failure that says the disk refuses writes (full, read-only,
-        failing) makes the store read-only until ``recovery`` finds it writable."""
-        cause = unwritable_cause(exc, at_open=False)
+        """With the lock held: a failure that says the store cannot be written (the disk
+        full, read-only or failing; another process's lock held past the busy timeout) makes
+        it read-only until ``recovery`` finds it writable.
+
+        After a lock, the connection stops waiting for it: each write refused meanwhile
+        fails at once instead of after another busy timeout, so a turn of many cards ends
+        within one timeout rather than one per write (``reopen_writable`` gives the new
+        connection its timeout back)."""
+        cause = unwritable_cause(exc)
         if cause is None or self.read_only is not None:
             return
+        if is_lock_held_elsewhere(exc):
+            with suppress(sqlite3.Error):
+                self._connection.execute("PRAGMA busy_timeout = 0")
         self.read_only = cause
         logger.error(
             "the session store %s cannot be written (%s): new sessions and turns are refused "

@@ -147,6 +147,50 @@ def test_a_store_locked_past_its_busy_timeout_loses_no_frame_silently(tmp_path: 
     assert any(fr.seq_of(u) in missing for u in stalled)
 
 
+LOCKED_TURN_REPLY_S = 90.0
+"""A generous bound for a turn of ``LOCKED_CARDS`` cards under a foreign lock: one busy
+timeout (5 s) and the turn's own work. Waiting out the timeout once per write, as the store
+did, took more than 200 s for them."""
+
+LOCKED_CARDS = 30
+
+
+def test_a_foreign_write_lock_costs_a_turn_of_many_cards_one_busy_timeout(
+    tmp_path: Path,
+) -> None:
+    """A backup or a ``sqlite3`` shell holding the write lock: the first write waits out the
+    busy timeout and turns the store read-only, the writes after it fail at once, so the turn
+    ends (no card run, the loss said) and new turns are refused with -32004 until the lock is
+    gone; then the store is written again."""
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    calls = [sc.shell(f"echo {n} > f{n}.txt", f"call_{n}") for n in range(LOCKED_CARDS)]
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.calls_turn(KIND, calls)),
+            sc.ok(sc.text_turn(KIND, "None of them ran.")),
+            sc.ok(sc.text_turn(KIND, "Saved again.")),
+        )
+        with running(server, data_dir, cwd) as agent:
+            session_id = agent.start_session(cwd)
+            with write_locked(data_dir / "sessions.db"):
+                prompt = agent.prompt(session_id, "during the lock")
+                reply = agent.reply(prompt, timeout=LOCKED_TURN_REPLY_S)
+                assert reply["result"]["stopReason"] == "end_turn"
+                refused = agent.reply(agent.prompt(session_id, "still locked"), timeout=60)
+                assert refused["error"]["code"] == -32004, refused
+                assert "database is locked" in refused["error"]["message"]
+            stalled = agent.updates(session_id)
+            again = agent.reply(agent.prompt(session_id, "after the lock"), timeout=60)
+            assert again["result"]["stopReason"] == "end_turn"
+            agent.close_input()
+            assert agent.wait_exit() == 0
+    assert not list(cwd.glob("f*.txt"))
+    ends = lifecycle(stalled)
+    assert all(ends[f"call_{n}"][-1] == "failed" for n in range(LOCKED_CARDS)), ends
+    assert "[the session could not be saved: database is locked (" in message_text(stalled)
+
+
 def _gaps(updates: list[Message]) -> list[Message]:
     return [u for u in updates if "gap" in u.get("_meta", {}).get("toolprep", {})]
 
