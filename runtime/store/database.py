@@ -94,7 +94,11 @@ class StoreDatabase:
                 try:
                     yield db
                 except BaseException:
-                    db.execute("ROLLBACK")
+                    # SQLite may have rolled the transaction back itself (a full disk on a
+                    # large write does): a ROLLBACK then fails, and its "cannot rollback - no
+                    # transaction is active" must not replace the error that says why.
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
                     raise
                 db.execute("COMMIT")
             except sqlite3.Error as exc:

@@ -16,7 +16,7 @@ from tests.support.runtime_harness import lifecycle
 from tests.support.small_disk import SmallDisk, small_disk
 from toolprep.messages import frames as fr
 from toolprep.runtime.store import SessionStore
-from toolprep.runtime.store.errors import SessionStoreReadOnly
+from toolprep.runtime.store.errors import SessionStoreReadOnly, StoreError
 
 REFUSED = (
     r"^the session store is read-only: (?P<cause>.+); new turns are refused until it "
@@ -94,6 +94,24 @@ def test_a_disk_that_fills_while_open_makes_the_store_read_only(disk: SmallDisk)
         assert store.database.read_only_cause == "database or disk is full"
         with pytest.raises(SessionStoreReadOnly, match="read-only: database or disk is full"):
             store.sessions.create("sess_2", "/work")
+        disk.free()
+        store.sessions.create("sess_2", "/work")
+        assert store.database.read_only_cause is None
+
+
+def test_a_large_write_on_a_full_disk_is_refused_as_full(disk: SmallDisk) -> None:
+    """A write too large for what is left fails with the transaction rolled back by SQLite
+    itself: the error still says the disk is full (not that there was nothing to roll back),
+    and the store turns read-only as for any full disk."""
+    db = disk.path / "sessions.db"
+    with SessionStore(db) as store:
+        store.sessions.create("sess_1", "/work")
+        disk.fill()
+        output = fr.agent_message_chunk("x" * 400_000)  # a long tool output, say
+        with pytest.raises(StoreError) as refused:
+            store.frame_log.append_frames("sess_1", [output] * 5)  # past what is left
+        assert str(refused.value).endswith("database or disk is full"), refused.value
+        assert store.database.read_only_cause == "database or disk is full"
         disk.free()
         store.sessions.create("sess_2", "/work")
         assert store.database.read_only_cause is None
