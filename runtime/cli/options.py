@@ -119,6 +119,9 @@ def _check_bounds(args: argparse.Namespace) -> None:
     grace = getattr(args, "disconnect_grace", None)
     if grace is not None and not grace >= 0:  # also rejects NaN
         raise ValueError(f"--disconnect-grace must be >= 0 seconds, got {grace}")
+    retain = getattr(args, "retain_days", None)
+    if retain is not None and not (retain > 0 and math.isfinite(retain)):
+        raise ValueError(f"--retain-days must be > 0 days, got {retain}")
     detached = getattr(args, "max_detached", None)
     if detached is not None and not (detached > 0 and math.isfinite(detached)):
         raise ValueError(f"--max-detached must be > 0 seconds, got {detached}")

@@ -33,6 +33,7 @@ from toolprep.runtime.tools.environment import SERVE_TOKEN_VARIABLE
 if TYPE_CHECKING:
     from toolprep.runtime.daemon.runs_with import RunsWith
     from toolprep.runtime.daemon.serve_token import ServeToken
+    from toolprep.runtime.store.retention import Retention
     from toolprep.runtime.telemetry.health import Readiness
     from toolprep.runtime.telemetry.setup import Telemetry
 
@@ -136,6 +137,15 @@ def serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="cancel a turn that has gone on this long with no client attached, saying why in "
         f"the session (default {DEFAULT_MAX_DETACHED_S:g})",
+    )
+    serve.add_argument(
+        "--retain-days",
+        type=float,
+        default=None,
+        metavar="DAYS",
+        help="delete stored sessions nobody has updated for DAYS days (never one a client is "
+        "attached to or a turn runs in), at start and every hour, and give their space back "
+        "(default: keep every session)",
     )
     add_connection_arguments(serve)
     serve.add_argument(
@@ -324,10 +334,13 @@ def _serve_hosted(
     )
     data_dir, pid = _daemon_data_dir(args), os.getpid()
     listening: list[str] = []  # the URL, once the server listens
+    retention = _retention(args, hosted)
 
     def announce(url: str) -> None:
         listening.append(url)
         _announce(args, hosted, token, url, data_dir)
+        if retention is not None:
+            retention.start()  # sweeps now, then every hour
 
     try:
         serve_websocket(
@@ -365,9 +378,20 @@ def _serve_hosted(
         print(f"toolprep: {_listen_failure(args, exc)}", file=sys.stderr)
         return 2
     remove_daemon_file(data_dir, pid)
+    if retention is not None:
+        retention.stop()
     if hosted.store is not None:
         hosted.store.close()
     return 0
+
+
+def _retention(args: argparse.Namespace, hosted: Hosted) -> Retention | None:
+    """The sweeps ``--retain-days`` asks for; None without it (or without a store)."""
+    if args.retain_days is None or hosted.store is None:
+        return None
+    from toolprep.runtime.store.retention import Retention
+
+    return Retention(hosted.store, args.retain_days * 86400)
 
 
 def _announce_metrics(url: str) -> None:

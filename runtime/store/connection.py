@@ -135,6 +135,9 @@ def _set_up(db: sqlite3.Connection, busy_timeout: float, synchronous: Synchronou
     while True:
         try:
             db.execute("PRAGMA foreign_keys = ON")
+            # Takes effect only in a new file (before its first table): the pages deleted
+            # sessions free can then be given back (``reclaim_free_pages``).
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")
             db.execute("PRAGMA journal_mode = WAL")
             db.execute(f"PRAGMA synchronous = {_synchronous_pragma(synchronous)}")
             # Readers in other processes can hold the WAL past SQLite's automatic

@@ -128,6 +128,32 @@ class StoreDatabase:
         self.read_only = None
         return True
 
+    def reclaim_free_pages(self, pages: int) -> int:
+        """Give back to the file system up to ``pages`` of the pages deleted rows left free
+        (``PRAGMA incremental_vacuum``; a file created before ``auto_vacuum`` was set keeps
+        them for reuse instead); how many it gave back. One short write: its time is bounded
+        by ``pages``, so it never holds the store long."""
+        with self.lock:
+            if self.read_only is not None or self.closed:
+                return 0
+            db = self._connection
+            try:
+                (before,) = db.execute("PRAGMA freelist_count").fetchone()
+                # Stepped to its end only as a script: each step frees one page.
+                db.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+                (after,) = db.execute("PRAGMA freelist_count").fetchone()
+            except sqlite3.Error as exc:
+                self._note_unwritable(exc)
+                raise StoreError(f"cannot reclaim free pages in {self.path}: {exc}") from None
+            return int(before) - int(after)
+
+    @property
+    def free_pages(self) -> int:
+        """Pages deleted rows left free in the file (reused before the file grows)."""
+        with self.transaction("count free pages", read=True) as db:
+            (free,) = db.execute("PRAGMA freelist_count").fetchone()
+        return int(free)
+
     def close(self) -> None:
         with self.lock:
             self.closed = True

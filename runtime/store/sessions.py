@@ -106,18 +106,30 @@ class Sessions:
             require_session(db, session_id)
             db.execute("UPDATE sessions SET mode = ? WHERE id = ?", (mode, session_id))
 
-    def delete(self, session_id: str) -> None:
+    def delete(self, session_id: str, *, unless_served: bool = False) -> None:
         """Forget the session's content; its id stays taken so it is never reused.
 
         Refused (``SessionOwnedElsewhere``) while another live process serves
-        the session: it would go on writing to a session that is gone.
+        the session: it would go on writing to a session that is gone; with
+        ``unless_served`` (a retention sweep) also while this process serves it.
         """
         with self._database.transaction(f"delete session {session_id}") as db:
             require_session(db, session_id)
-            refuse_if_served_elsewhere(db, session_id, self._owner)
+            refuse_if_served_elsewhere(db, session_id, "" if unless_served else self._owner)
             for table in ("frames", "open_cards", "history"):
                 db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
             db.execute("UPDATE sessions SET deleted = 1, title = NULL WHERE id = ?", (session_id,))
+
+    def untouched_since(self, cutoff: float, limit: int) -> list[str]:
+        """Up to ``limit`` kept sessions last updated before ``cutoff`` (a ``time.time()``),
+        oldest first: what a retention sweep looks at."""
+        with self._database.transaction("find sessions past their retention", read=True) as db:
+            rows = db.execute(
+                "SELECT id FROM sessions WHERE deleted = 0 AND updated_at < ? "
+                "ORDER BY updated_at, id LIMIT ?",
+                (cutoff, limit),
+            ).fetchall()
+        return [str(session_id) for (session_id,) in rows]
 
     # --- reading --------------------------------------------------------------------------
 
