@@ -99,10 +99,36 @@ def test_a_disk_that_fills_while_open_makes_the_store_read_only(disk: SmallDisk)
         assert store.database.read_only_cause is None
 
 
-def test_a_missing_store_on_a_read_only_disk_is_refused_by_name(disk: SmallDisk) -> None:
+def test_a_missing_store_on_a_read_only_disk_opens_empty_and_is_made_once_it_can_be(
+    disk: SmallDisk,
+) -> None:
+    db = disk.path / "sessions.db"
     disk.read_only()
-    with pytest.raises(Exception, match=r"cannot be written \(.+\) nor read \(.+\)"):
-        SessionStore(disk.path / "sessions.db")
+    with SessionStore(db) as store:
+        assert store.database.read_only_cause == "Read-only file system"
+        assert store.sessions.list_sessions() == ([], None)
+        with pytest.raises(SessionStoreReadOnly, match="read-only: Read-only file system"):
+            store.sessions.create("sess_1", "/work")
+        assert not db.exists()
+        disk.writable()
+        store.sessions.create("sess_1", "/work")
+        assert [s.session_id for s in store.sessions.list_sessions()[0]] == ["sess_1"]
+    with SessionStore(db) as store:  # kept in the file, not in memory
+        assert [s.session_id for s in store.sessions.list_sessions()[0]] == ["sess_1"]
+
+
+def test_a_missing_store_reads_the_file_another_process_made_meanwhile(
+    disk: SmallDisk,
+) -> None:
+    db = disk.path / "sessions.db"
+    disk.read_only()
+    with SessionStore(db) as reader:
+        assert reader.sessions.list_sessions() == ([], None)
+        disk.writable()
+        with SessionStore(db) as writer:  # a worker of the same daemon, say
+            writer.sessions.create("sess_1", "/work")
+        assert [s.session_id for s in reader.sessions.list_sessions()[0]] == ["sess_1"]
+        assert reader.database.read_only_cause is not None  # until its own probe finds out
 
 
 @pytest.mark.parametrize(("level", "pragma"), [("normal", 1), ("full", 2)])
