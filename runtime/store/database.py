@@ -112,7 +112,9 @@ class StoreDatabase:
                     with suppress(sqlite3.Error):
                         db.execute("ROLLBACK")
                 self._note_unwritable(exc)
-                raise StoreError(f"cannot {doing} in {self.path}: {exc}", cause=str(exc)) from None
+                locked = is_lock_held_elsewhere(exc)
+                message = f"cannot {doing} in {self.path}: {exc}"
+                raise StoreError(message, cause=str(exc), locked=locked) from None
 
     def reopen_writable(self, busy_timeout: float) -> bool:
         """With the lock held: a writable connection in place of the current one, if the

@@ -18,6 +18,7 @@ from tests.support.degraded_store import (
     degrade_and_recover,
     discarded_after_recovery,
     empty_and_recover,
+    locked_and_recover,
 )
 from tests.support.eventually import eventually
 from tests.support.small_disk import SmallDisk, Unwritable, small_disk
@@ -107,3 +108,19 @@ def test_a_daemon_on_an_empty_read_only_data_directory_starts_not_ready_and_reco
     assert daemon.stop() == 0
     assert "cannot be written (Read-only file system)" in daemon.stderr()
     assert "can be written again" in daemon.stderr()
+
+
+def test_a_daemon_whose_store_another_process_locks_lists_and_refuses_new_sessions(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    daemon = start_daemon("--data-dir", str(data), "--workers", "2")
+    client = daemon.client()
+    try:
+        client.initialize()
+        client.result(client.request("session/new", {"cwd": str(workdir), "mcpServers": []}))
+        cause = locked_and_recover(client, workdir, data / "sessions.db", provider, KIND)
+    finally:
+        client.close()
+    assert cause == "database is locked", cause
+    assert daemon.stop() == 0

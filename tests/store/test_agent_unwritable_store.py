@@ -17,6 +17,7 @@ from tests.support.degraded_store import (
     degrade_and_recover,
     discarded_after_recovery,
     empty_and_recover,
+    locked_and_recover,
 )
 from tests.support.eventually import eventually
 from tests.support.small_disk import SmallDisk, Unwritable, small_disk
@@ -91,3 +92,26 @@ def test_an_agent_on_an_empty_read_only_data_directory_starts_and_recovers(
     assert "cannot be written (Read-only file system)" in agent.stderr()
     assert "can be written again" in agent.stderr()
     assert (disk.path / "sessions.db").exists()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_agent_whose_store_another_process_locks_lists_and_refuses_new_sessions(
+    tmp_path: Path, workers: int
+) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    data = tmp_path / "data"
+    with FakeProviderServer() as provider:
+        command, env = agent_command(
+            KIND, provider, "--data-dir", str(data), "--workers", str(workers)
+        )
+        agent = AgentProcess(command, env, cwd, tmp_path / "stderr.log")
+        try:
+            agent.initialize()
+            agent.new_session(cwd)
+            cause = locked_and_recover(agent, cwd, data / "sessions.db", provider, KIND)
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+    assert cause == "database is locked", cause

@@ -163,6 +163,23 @@ def test_a_store_another_process_locks_at_start_opens_read_only(tmp_path: Path) 
         holder.close()
 
 
+def test_a_lock_taken_after_start_refuses_new_sessions_and_lists_still(tmp_path: Path) -> None:
+    db = tmp_path / "sessions.db"
+    crashed_session(db)
+    with SessionStore(db, busy_timeout=0.2) as store:
+        assert store.database.read_only_cause is None
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock now
+        try:
+            assert [s.session_id for s in store.sessions.list_sessions()[0]] == ["sess_1"]
+            with pytest.raises(SessionStoreReadOnly, match="read-only: database is locked"):
+                store.sessions.create("sess_2", "/work")
+            holder.execute("ROLLBACK")
+            store.sessions.create("sess_2", "/work")
+        finally:
+            holder.close()
+
+
 def test_numbers_a_read_only_store_could_not_mark_are_marked_once_it_recovers(
     tmp_path: Path,
 ) -> None:
