@@ -20,8 +20,13 @@ from toolprep.runtime.acp.errors import INVALID_PARAMS, MODEL_REQUEST_FAILED, Rp
 from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 from toolprep.runtime.acp.jsonrpc_router import DEFERRED
 from toolprep.runtime.acp.prompt_content import parse_prompt
-from toolprep.runtime.acp.session_errors import SESSION_NOT_FOUND, read_only
-from toolprep.runtime.kernel.session_host import SessionHost, StoreReadOnly, UnknownSession
+from toolprep.runtime.acp.session_errors import SESSION_NOT_FOUND, no_worker, read_only
+from toolprep.runtime.kernel.session_host import (
+    NoWorkerAvailable,
+    SessionHost,
+    StoreReadOnly,
+    UnknownSession,
+)
 
 __all__ = ["TRACE_FIELDS", "PromptTurns", "trace_context_of"]
 
@@ -58,6 +63,9 @@ class PromptTurns:
         except StoreReadOnly as exc:
             own_prompts.ended(session_id, said.message_id)
             raise read_only(exc) from None
+        except NoWorkerAvailable as exc:
+            own_prompts.ended(session_id, said.message_id)
+            raise no_worker(exc) from None
         except BaseException:
             own_prompts.ended(session_id, said.message_id)
             raise
@@ -67,8 +75,8 @@ class PromptTurns:
             own_prompts.ended(session_id, said.message_id)
             try:
                 result = done.result()
-            except StoreReadOnly as exc:  # a worker process refused it
-                refused = read_only(exc)
+            except (StoreReadOnly, NoWorkerAvailable) as exc:  # refused once it waited
+                refused = read_only(exc) if isinstance(exc, StoreReadOnly) else no_worker(exc)
                 connection.respond_error(request_id, refused.code, refused.message, refused.data)
                 return
             except Exception as exc:  # the turn machinery itself failed

@@ -39,8 +39,9 @@ STORE_READ_ONLY = -32004
 """A server error: the session store cannot be written, so no session or turn starts
 (``data.cause`` says why); listing and loading sessions still work."""
 NO_WORKER = -32005
-"""A server error: every worker process is down, waiting to restart (``data.retryAfter``
-says in how many seconds the first starts again)."""
+"""A server error: the worker process serving the session (or, for a new session, every
+worker process) is down, waiting to restart (``data.retryAfter`` says in how many seconds,
+a whole number, at least 1, it starts again)."""
 
 
 def session_limit(exc: SessionLimitReached) -> RpcError:
@@ -56,4 +57,6 @@ def read_only(exc: StoreReadOnly) -> RpcError:
 
 
 def no_worker(exc: NoWorkerAvailable) -> RpcError:
-    return RpcError(NO_WORKER, str(exc), {"retryAfter": math.ceil(exc.retry_after)})
+    """``retryAfter`` is whole seconds, at least 1: a worker that is restarting now (no wait
+    left) still needs a moment before it serves, and a client told 0 would spin."""
+    return RpcError(NO_WORKER, str(exc), {"retryAfter": max(1, math.ceil(exc.retry_after))})

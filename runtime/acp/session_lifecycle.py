@@ -112,8 +112,15 @@ class SessionLifecycle:
         return {"sessionId": session_id, **self._settings(session_id)}
 
     def _settings(self, session_id: str) -> dict[str, Any]:
-        """``modes`` and ``configOptions``, as session/new, load and resume answer."""
-        return settings_of(self._host.session_config(session_id))
+        """``modes`` and ``configOptions``, as session/new, load and resume answer.
+
+        Asked of the process serving the session, which may have died since it opened
+        the session: that is refused as any call to a session waiting for its worker.
+        """
+        try:
+            return settings_of(self._host.session_config(session_id))
+        except NoWorkerAvailable as exc:
+            raise no_worker(exc) from None
 
     def load_session(self, params: Any, request_id: Any = None) -> Any:
         """Open a stored session, replaying what it sent before as ``session/update``s."""

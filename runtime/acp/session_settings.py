@@ -14,8 +14,9 @@ from toolprep.messages.frames import MODEL_OPTION, session_options
 from toolprep.messages.modes import MODE_OPTION, MODES, UnknownMode, check_mode, mode_state
 from toolprep.runtime.acp.connection_sessions import ConnectionSessions
 from toolprep.runtime.acp.errors import INVALID_PARAMS, RpcError, require
-from toolprep.runtime.acp.session_errors import SESSION_NOT_FOUND
+from toolprep.runtime.acp.session_errors import SESSION_NOT_FOUND, no_worker
 from toolprep.runtime.kernel.session_host import (
+    NoWorkerAvailable,
     SessionConfig,
     SessionHost,
     UnknownModel,
@@ -63,6 +64,8 @@ class SessionSettings:
                 config = self._host.set_model(session_id, value)
             except UnknownSession as exc:
                 raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+            except NoWorkerAvailable as exc:  # its worker waits to restart
+                raise no_worker(exc) from None
             except UnknownModel as exc:
                 raise RpcError(
                     INVALID_PARAMS, f"Invalid params: {exc}", {"models": list(exc.models)}
@@ -80,6 +83,8 @@ class SessionSettings:
             return self._host.set_mode(session_id, check_mode(value))
         except UnknownSession as exc:
             raise RpcError(SESSION_NOT_FOUND, str(exc)) from None
+        except NoWorkerAvailable as exc:  # its worker waits to restart
+            raise no_worker(exc) from None
         except UnknownMode as exc:
             raise RpcError(
                 INVALID_PARAMS, f"Invalid params: {exc}", {"modes": list(MODES)}

@@ -293,6 +293,10 @@ class SessionHost(Protocol):
         ``user_message``, the prompt as the client sent it, becomes the turn's
         first frames (``user_message_chunk``, one per block) once the turn is
         accepted: they reach the sink like any frame and are kept for replay.
+
+        A prompt the host refuses (``StoreReadOnly``; ``NoWorkerAvailable`` while
+        the process serving the session waits to restart) raises, or its future
+        fails with that exception, so the editor is told the documented code.
         """
 
     def cancel(self, session_id: str, reason: str | None = None) -> None:

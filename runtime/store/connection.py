@@ -31,7 +31,9 @@ __all__ = [
     "Synchronous",
     "connect_read_only",
     "connect_writable",
+    "empty_read_only",
     "is_lock_held_elsewhere",
+    "missing",
     "unwritable_cause",
     "write_probe",
 ]
@@ -100,6 +102,29 @@ def connect_read_only(path: Path, cause: str) -> sqlite3.Connection:
         f"cannot open the session database {path}: it cannot be written ({cause}) "
         f"nor read ({failures[-1]})"
     )
+
+
+def missing(path: Path) -> bool:
+    """Whether ``path`` surely does not exist (a directory that cannot be searched says
+    nothing either way, and the file is then tried, and its failure told, as any)."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def empty_read_only() -> sqlite3.Connection:
+    """A stand-in for a file that does not exist and could not be created (an empty data
+    directory on a read-only or full disk): an empty store of this schema in memory, which
+    refuses writes as a read-only file does (``SQLITE_READONLY``), so nothing is kept
+    there that the file would lack."""
+    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    migrate(db)
+    db.execute("PRAGMA query_only = ON")
+    return db
 
 
 def write_probe(db: sqlite3.Connection) -> str | None:

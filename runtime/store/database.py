@@ -24,7 +24,9 @@ from toolprep.runtime.store.connection import (
     Synchronous,
     connect_read_only,
     connect_writable,
+    empty_read_only,
     is_lock_held_elsewhere,
+    missing,
     unwritable_cause,
     write_probe,
 )
@@ -58,6 +60,8 @@ class StoreDatabase:
         self.read_only: str | None = None
         """Why the store cannot be written, or None while it can."""
         self.closed = False
+        self._stands_in = False
+        """Whether the connection is ``empty_read_only``'s, for a file not made yet."""
         self.on_unwritable: Callable[[], None] = _nothing
         """Called with the lock held when a write finds the store cannot be written."""
         try:
@@ -68,7 +72,11 @@ class StoreDatabase:
             cause = unwritable_cause(exc)
             if cause is None:
                 raise StoreError(f"cannot open the session database {path}: {exc}") from None
-            self._connection = connect_read_only(path, cause)
+            # No file yet, and none can be made: no session to read until one is.
+            self._stands_in = missing(path)
+            self._connection = (
+                empty_read_only() if self._stands_in else connect_read_only(path, cause)
+            )
             self.read_only = cause
         else:
             self.read_only = write_probe(self._connection)
@@ -88,6 +96,8 @@ class StoreDatabase:
             # A read-only store reads without the write lock BEGIN IMMEDIATE takes: its
             # connection may not be able to take it, or another process may hold it.
             begin = "BEGIN" if read or self.read_only is not None else "BEGIN IMMEDIATE"
+            if self._stands_in:
+                self._read_the_file()
             db = self._connection
             try:
                 db.execute(begin)
@@ -106,7 +116,9 @@ class StoreDatabase:
                     with suppress(sqlite3.Error):
                         db.execute("ROLLBACK")
                 self._note_unwritable(exc)
-                raise StoreError(f"cannot {doing} in {self.path}: {exc}", cause=str(exc)) from None
+                locked = is_lock_held_elsewhere(exc)
+                message = f"cannot {doing} in {self.path}: {exc}"
+                raise StoreError(message, cause=str(exc), locked=locked) from None
 
     def reopen_writable(self, busy_timeout: float) -> bool:
         """With the lock held: a writable connection in place of the current one, if the
@@ -126,6 +138,7 @@ class StoreDatabase:
         self._connection = db
         db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         self.read_only = None
+        self._stands_in = False
         return True
 
     def reclaim_free_pages(self, pages: int) -> int:
@@ -153,6 +166,21 @@ class StoreDatabase:
         with self.transaction("count free pages", read=True) as db:
             (free,) = db.execute("PRAGMA freelist_count").fetchone()
         return int(free)
+
+    def _read_the_file(self) -> None:
+        """With the lock held, while an empty stand-in is read for a file that did not
+        exist: read the file instead once another process (a worker of this daemon, a
+        second agent) has made it, so what it stores is listed and loaded here too."""
+        if missing(self.path):
+            return
+        assert self.read_only is not None
+        try:
+            db = connect_read_only(self.path, self.read_only)
+        except StoreError:  # made but not set up yet: still nothing stored to read
+            return
+        self._connection.close()
+        self._connection = db
+        self._stands_in = False
 
     def close(self) -> None:
         with self.lock:

@@ -22,12 +22,14 @@ class StoreError(Exception):
     """The session database could not do what was asked; the message says which file and why.
 
     ``cause`` is what SQLite (or the OS) said, without the file and the action: failures
-    of one cause are counted together (see ``failure_log``).
+    of one cause are counted together (see ``failure_log``). ``locked``: it failed because
+    another connection held the write lock past the busy timeout.
     """
 
-    def __init__(self, message: str, *, cause: str | None = None) -> None:
+    def __init__(self, message: str, *, cause: str | None = None, locked: bool = False) -> None:
         super().__init__(message)
         self.cause = cause if cause is not None else message
+        self.locked = locked
 
 
 class SessionNotStored(StoreError, UnknownSession):

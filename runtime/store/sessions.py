@@ -22,7 +22,7 @@ from toolprep.runtime.kernel.session_host import SessionInfo
 from toolprep.runtime.kernel.session_title import title_of
 from toolprep.runtime.store.claims import refuse_if_served_elsewhere
 from toolprep.runtime.store.database import StoreDatabase, require_session
-from toolprep.runtime.store.errors import StoreError
+from toolprep.runtime.store.errors import SessionStoreReadOnly, StoreError
 from toolprep.runtime.store.list_cursor import decode_list_cursor, encode_list_cursor
 from toolprep.runtime.store.recovery import ReadOnlyRecovery
 
@@ -48,18 +48,24 @@ class Sessions:
 
     def create(self, session_id: str, cwd: str, model: str | None = None) -> SessionInfo:
         """Store a new session; an id used before (even by a deleted session) is refused,
-        and so is any while the store cannot be written (``SessionStoreReadOnly``)."""
+        and so is any while the store cannot be written (``SessionStoreReadOnly``), which
+        includes while another process holds its write lock past the busy timeout."""
         self._recovery.require_writable()
         now = time.time()
-        with self._database.transaction(f"create session {session_id}") as db:
-            try:
-                db.execute(
-                    "INSERT INTO sessions (id, cwd, model, created_at, updated_at, owner) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (session_id, cwd, model, now, now, self._owner),
-                )
-            except sqlite3.IntegrityError:
-                raise StoreError(f"session id {session_id} was already used") from None
+        try:
+            with self._database.transaction(f"create session {session_id}") as db:
+                try:
+                    db.execute(
+                        "INSERT INTO sessions (id, cwd, model, created_at, updated_at, owner) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (session_id, cwd, model, now, now, self._owner),
+                    )
+                except sqlite3.IntegrityError:
+                    raise StoreError(f"session id {session_id} was already used") from None
+        except StoreError as exc:
+            if exc.locked:  # refused as the docs say (-32004), not failed
+                raise SessionStoreReadOnly(exc.cause) from None
+            raise
         return SessionInfo(session_id, cwd, model, None, now, now)
 
     def save_history(
@@ -193,7 +199,9 @@ class Sessions:
             params.extend([after[0], after[0], after[1]])
         query += " ORDER BY updated_at DESC, id LIMIT ?"
         params.append(limit + 1)
-        with self._database.transaction("list sessions") as db:
+        # A read: another process's write lock must not hold a listing back (WAL readers
+        # are never blocked by a writer).
+        with self._database.transaction("list sessions", read=True) as db:
             rows = db.execute(query, params).fetchall()
         infos = [SessionInfo(*row) for row in rows[:limit]]
         more = len(rows) > limit

@@ -58,11 +58,20 @@ class SlotHealth:
     def crashed(self, now: float, up_for: float, how: str, policy: RestartBackoff) -> float:
         """Count a worker that ended ``how`` after ``up_for`` seconds; the wait before the
         next start."""
-        if self.crashes == 0 or up_for >= policy.reset_after:
+        if not self._in_a_row(up_for, policy):
             self.crashes, self.first_crash_at = 0, now
         self.crashes += 1
         self.last_end = how
         return policy.delay(self.crashes)
+
+    def next_wait(self, up_for: float, policy: RestartBackoff) -> float:
+        """The wait ``crashed`` will give a worker that ended after ``up_for`` seconds and
+        is not counted yet: what a call the death interrupted is told to wait."""
+        return policy.delay(self.crashes + 1 if self._in_a_row(up_for, policy) else 1)
+
+    def _in_a_row(self, up_for: float, policy: RestartBackoff) -> bool:
+        """Whether a worker up ``up_for`` seconds died soon enough to add to the count."""
+        return self.crashes > 0 and up_for < policy.reset_after
 
     def describe(self, slot: int, now: float) -> str:
         """Why ``slot`` serves nothing now, e.g. ``worker 1 exited with status 3

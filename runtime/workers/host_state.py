@@ -21,8 +21,8 @@ from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.kernel.session_host import (
     EditorCapabilities,
     FrameSink,
+    NoWorkerAvailable,
     SessionConfig,
-    SessionHostError,
     UnknownSession,
 )
 from toolprep.runtime.mcp.specs import McpServerSpec
@@ -43,8 +43,10 @@ __all__ = [
 ]
 
 
-class WorkerCrashed(SessionHostError):
-    """The worker process serving a session is gone (and may be being replaced)."""
+class WorkerCrashed(NoWorkerAvailable):
+    """The worker process serving a session is gone (and is being replaced, or waits out
+    its back-off): a call to the session may be made again in ``retry_after`` seconds,
+    so an editor is told -32005 with ``retryAfter``, as for a session with no worker."""
 
 
 CallKind = Literal["open", "prompt", "answer"]
@@ -153,9 +155,11 @@ class HostState:
             raise UnknownSession(session_id)
         return session
 
-    def down(self, worker: WorkerSlot) -> str:
-        """Why ``worker`` takes no calls; called with the lock held."""
-        health = self.health[worker.slot]
+    def down(self, worker: WorkerSlot) -> WorkerCrashed:
+        """Why ``worker`` takes no calls, and when its slot starts again; called with the
+        lock held."""
+        health, now = self.health[worker.slot], time.monotonic()
         if health.crashes:
-            return f"no worker available: {health.describe(worker.slot, time.monotonic())}"
-        return f"the worker process serving this session (slot {worker.slot}) is not running"
+            return WorkerCrashed(health.describe(worker.slot, now), health.retry_after(now))
+        why = f"the worker process serving this session (slot {worker.slot}) is not running"
+        return WorkerCrashed(why, health.retry_after(now))

@@ -71,7 +71,7 @@ class WorkerCalls:
     ) -> tuple[int, PendingCall]:
         """Note a call awaiting ``worker``'s answer; called with the lock held."""
         if not worker.alive:
-            raise WorkerCrashed(self._state.down(worker))
+            raise self._state.down(worker)
         call_id = next(self._call_ids)
         call = PendingCall(kind, session)
         worker.calls[call_id] = call

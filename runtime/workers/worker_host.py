@@ -93,9 +93,10 @@ class WorkerHost:
     """Sessions spread over ``workers`` processes built from ``spec``; see the module doc.
 
     A worker that ends is replaced in its slot, at once after a first crash and
-    after a growing wait (``backoff``) when it keeps dying; meanwhile its sessions'
-    prompts fail naming the wait, and new sessions go to other slots, or fail with
-    ``NoWorkerAvailable`` when every slot waits.
+    after a growing wait (``backoff``) when it keeps dying; meanwhile every call to its
+    sessions (a prompt, a setting, a reload) is refused with ``NoWorkerAvailable``
+    naming the wait, and new sessions go to other slots, or are refused so when every
+    slot waits.
     """
 
     def __init__(
@@ -269,8 +270,8 @@ class WorkerHost:
             worker = session.worker
             parts = tuple(parts)
             if not worker.alive:
-                if worker.slot not in state.replacing:
-                    return _resolved(TurnResult(None, error=state.down(worker)))
+                if worker.slot not in state.replacing:  # it waits out its back-off
+                    raise state.down(worker)
                 later: Future[TurnResult] = Future()
                 session.deferred.append(DeferredPrompt(parts, user_message, later))
                 return later

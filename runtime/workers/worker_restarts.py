@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from toolprep.messages.frames import DiscardReason, discarded
 from toolprep.messages.turns import TurnResult
 from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
-from toolprep.runtime.kernel.session_host import SessionHostError
+from toolprep.runtime.kernel.session_host import NoWorkerAvailable, SessionHostError
 from toolprep.runtime.tools.process_groups import signal_group
 from toolprep.runtime.workers.backoff import RestartBackoff
 from toolprep.runtime.workers.host_state import (
@@ -70,6 +70,8 @@ class WorkerRestarts:
                 if call.session is not None:
                     call.session.prompts.discard(call_id)
             sessions = list(worker.sessions.values())
+            up_for = time.monotonic() - worker.ready_at
+            wait = state.health[worker.slot].next_wait(up_for, self._backoff)
         how = worker.transport.exit_description()
         for pgid in worker.tool_groups:  # what the worker could not stop itself
             signal_group(pgid, signal.SIGKILL)
@@ -83,8 +85,9 @@ class WorkerRestarts:
             match call.kind:
                 case "prompt":
                     call.turn.set_result(TurnResult(None, error=lost))
-                case "open" | "answer":
-                    call.future.set_exception(WorkerCrashed(lost))
+                case "open" | "answer":  # asked again once a successor serves the session
+                    gone = f"the worker process serving this session {how}"
+                    call.future.set_exception(WorkerCrashed(gone, wait))
         worker.transport.close()
         if not closing:
             self._replace(worker, how, [s for s in sessions if not s.closed])
@@ -115,8 +118,8 @@ class WorkerRestarts:
         """A started worker in ``dead``'s slot, once the back-off its crashes in a row
         earned has passed (``backoff``); None once the host shuts down.
 
-        While the slot waits, prompts to its sessions fail at once, naming the wait,
-        rather than hang until it ends.
+        While the slot waits, prompts to its sessions are refused at once with
+        ``NoWorkerAvailable``, naming the wait, rather than hang until it ends.
         """
         state = self._state
         slot = dead.slot
@@ -124,19 +127,20 @@ class WorkerRestarts:
         while True:
             now = time.monotonic()
             waiting: list[Future[TurnResult]] = []
+            refusal: NoWorkerAvailable | None = None
             with state.lock:
                 health = state.health[slot]
                 delay = health.crashed(now, up_for, how, self._backoff)
                 if delay > 0:
                     health.restart_at = now + delay
                     state.replacing.discard(slot)
-                    why = health.describe(slot, now)
+                    refusal = NoWorkerAvailable(health.describe(slot, now), delay)
                     stranded = [s for s in sessions if s.worker is dead]
                     waiting = [d.result for s in stranded for d in s.take_deferred()]
-            if delay > 0:
-                logger.error("%s", why)
-                for later in waiting:
-                    later.set_result(TurnResult(None, error=f"no worker available: {why}"))
+            if refusal is not None:
+                logger.error("%s", refusal)
+                for later in waiting:  # refused as a prompt arriving now is (-32005)
+                    later.set_exception(refusal)
                 if state.stopping.wait(delay):
                     return None
                 with state.lock:

@@ -1,6 +1,7 @@
 """``toolprep acp --workers 2`` whose workers keep dying: they are restarted after a
-growing wait, and meanwhile ``session/new`` is refused naming the wait, not with an
-internal error."""
+growing wait, and meanwhile ``session/new``, and every request about a session whose
+worker waits, is refused naming the wait (-32005, ``retryAfter``), not with an internal
+error."""
 
 from __future__ import annotations
 
@@ -17,10 +18,7 @@ import pytest
 from tests.support.agent_process import REPO, AgentProcess
 from tests.support.eventually import eventually
 from tests.support.processes import worker_pids_of
-
-NO_WORKER = -32005
-DEADLINE_S = 240.0
-"""Generous: the waits grow to the 30 s cap while the test keeps killing."""
+from tests.support.worker_backoff import DEADLINE_S, NO_WORKER, refused_for_want_of_a_worker
 
 
 @pytest.fixture
@@ -84,3 +82,54 @@ def test_workers_that_keep_dying_are_restarted_after_a_wait_that_new_sessions_ar
     assert "error" not in reply, reply  # refused for nothing but the wait
     assert reply["result"]["sessionId"]
     assert agent.close(timeout=60) == 0
+
+
+def session_calls(session_id: str, cwd: Path) -> dict[str, dict[str, Any]]:
+    """Every request about an open session that its worker serves, with its parameters."""
+    session = {"sessionId": session_id}
+    reopen = {**session, "cwd": str(cwd), "mcpServers": []}
+    return {
+        "session/prompt": {**session, "prompt": [{"type": "text", "text": "hello"}]},
+        "session/set_mode": {**session, "modeId": "ask"},
+        "session/set_config_option": {**session, "configId": "mode", "value": "plan"},
+        "session/load": reopen,
+        "session/resume": reopen,
+    }
+
+
+def check_backoff_codes(editor: AgentProcess, front_pid: int, cwd: Path) -> None:
+    """Each request meeting a worker that waits out its back-off is answered -32005 with
+    ``retryAfter``; listing still works; once the wait is over the session serves again."""
+    editor.initialize()
+    session_id = editor.new_session(cwd)
+    for method, params in session_calls(session_id, cwd).items():
+        refused_for_want_of_a_worker(editor, front_pid, method, params)
+    new = {"cwd": str(cwd), "mcpServers": []}
+    error = refused_for_want_of_a_worker(editor, front_pid, "session/new", new)
+    assert "; worker " in error["message"], error  # every slot waits, and each is named
+    listed = editor.result(editor.request("session/list", {}))
+    assert session_id in [s["sessionId"] for s in listed["sessions"]]
+    editor.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})
+
+    prompt = session_calls(session_id, cwd)["session/prompt"]
+
+    def served_again() -> dict[str, Any]:
+        reply = editor.reply(editor.request("session/prompt", prompt), timeout=60)
+        return {} if reply.get("error", {}).get("code") == NO_WORKER else reply
+
+    reply = eventually(served_again, timeout=DEADLINE_S, interval=0.5)
+    assert reply.get("result", {}).get("stopReason") == "end_turn", reply
+
+
+def test_every_request_meeting_a_worker_in_back_off_is_told_when_to_retry(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    command = [sys.executable, "-m", "toolprep.runtime.cli", "acp", "--provider", "replay"]
+    options = ["--data-dir", str(tmp_path / "data"), "--workers", "2"]
+    editor = AgentProcess([*command, *options], env, REPO, tmp_path / "agent.log")
+    try:
+        check_backoff_codes(editor, editor.process.pid, tmp_path)
+        assert editor.close(timeout=60) == 0
+    finally:
+        editor.kill()

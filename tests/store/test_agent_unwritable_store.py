@@ -1,6 +1,7 @@
 """``toolprep acp`` whose data directory is on a full or read-only disk starts, lists and
 loads its sessions, refuses new sessions and turns by cause, and takes them once the
-disk takes writes again (writing the crash discards it owed)."""
+disk takes writes again (writing the crash discards it owed); so does one whose data
+directory is empty, with no store to read until it can create one."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from tests.support.degraded_store import (
     crashed_session,
     degrade_and_recover,
     discarded_after_recovery,
+    empty_and_recover,
+    locked_and_recover,
 )
 from tests.support.eventually import eventually
 from tests.support.small_disk import SmallDisk, Unwritable, small_disk
@@ -64,3 +67,51 @@ def test_an_agent_on_an_unwritable_disk_serves_what_is_stored_and_recovers(
     assert expected in cause or "disk I/O error" in cause, cause
     assert "cannot be written" in agent.stderr()
     assert "can be written again" in agent.stderr()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_agent_on_an_empty_read_only_data_directory_starts_and_recovers(
+    disk: SmallDisk, tmp_path: Path, workers: int
+) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    disk.read_only()
+    with FakeProviderServer() as provider:
+        command, env = agent_command(
+            KIND, provider, "--data-dir", str(disk.path), "--workers", str(workers)
+        )
+        agent = AgentProcess(command, env, cwd, tmp_path / "stderr.log")
+        try:
+            agent.initialize()
+            cause = empty_and_recover(agent, cwd, provider, disk.writable, KIND)
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+    assert cause == "Read-only file system", cause
+    assert "cannot be written (Read-only file system)" in agent.stderr()
+    assert "can be written again" in agent.stderr()
+    assert (disk.path / "sessions.db").exists()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_agent_whose_store_another_process_locks_lists_and_refuses_new_sessions(
+    tmp_path: Path, workers: int
+) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    data = tmp_path / "data"
+    with FakeProviderServer() as provider:
+        command, env = agent_command(
+            KIND, provider, "--data-dir", str(data), "--workers", str(workers)
+        )
+        agent = AgentProcess(command, env, cwd, tmp_path / "stderr.log")
+        try:
+            agent.initialize()
+            agent.new_session(cwd)
+            cause = locked_and_recover(agent, cwd, data / "sessions.db", provider, KIND)
+            agent.close_input()
+            assert agent.wait_exit() == 0
+        finally:
+            agent.kill()
+    assert cause == "database is locked", cause

@@ -117,10 +117,36 @@ def test_a_large_write_on_a_full_disk_is_refused_as_full(disk: SmallDisk) -> Non
         assert store.database.read_only_cause is None
 
 
-def test_a_missing_store_on_a_read_only_disk_is_refused_by_name(disk: SmallDisk) -> None:
+def test_a_missing_store_on_a_read_only_disk_opens_empty_and_is_made_once_it_can_be(
+    disk: SmallDisk,
+) -> None:
+    db = disk.path / "sessions.db"
     disk.read_only()
-    with pytest.raises(Exception, match=r"cannot be written \(.+\) nor read \(.+\)"):
-        SessionStore(disk.path / "sessions.db")
+    with SessionStore(db) as store:
+        assert store.database.read_only_cause == "Read-only file system"
+        assert store.sessions.list_sessions() == ([], None)
+        with pytest.raises(SessionStoreReadOnly, match="read-only: Read-only file system"):
+            store.sessions.create("sess_1", "/work")
+        assert not db.exists()
+        disk.writable()
+        store.sessions.create("sess_1", "/work")
+        assert [s.session_id for s in store.sessions.list_sessions()[0]] == ["sess_1"]
+    with SessionStore(db) as store:  # kept in the file, not in memory
+        assert [s.session_id for s in store.sessions.list_sessions()[0]] == ["sess_1"]
+
+
+def test_a_missing_store_reads_the_file_another_process_made_meanwhile(
+    disk: SmallDisk,
+) -> None:
+    db = disk.path / "sessions.db"
+    disk.read_only()
+    with SessionStore(db) as reader:
+        assert reader.sessions.list_sessions() == ([], None)
+        disk.writable()
+        with SessionStore(db) as writer:  # a worker of the same daemon, say
+            writer.sessions.create("sess_1", "/work")
+        assert [s.session_id for s in reader.sessions.list_sessions()[0]] == ["sess_1"]
+        assert reader.database.read_only_cause is not None  # until its own probe finds out
 
 
 @pytest.mark.parametrize(("level", "pragma"), [("normal", 1), ("full", 2)])
@@ -153,6 +179,23 @@ def test_a_store_another_process_locks_at_start_opens_read_only(tmp_path: Path) 
             store.sessions.create("sess_2", "/work")
     finally:
         holder.close()
+
+
+def test_a_lock_taken_after_start_refuses_new_sessions_and_lists_still(tmp_path: Path) -> None:
+    db = tmp_path / "sessions.db"
+    crashed_session(db)
+    with SessionStore(db, busy_timeout=0.2) as store:
+        assert store.database.read_only_cause is None
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock now
+        try:
+            assert [s.session_id for s in store.sessions.list_sessions()[0]] == ["sess_1"]
+            with pytest.raises(SessionStoreReadOnly, match="read-only: database is locked"):
+                store.sessions.create("sess_2", "/work")
+            holder.execute("ROLLBACK")
+            store.sessions.create("sess_2", "/work")
+        finally:
+            holder.close()
 
 
 def test_numbers_a_read_only_store_could_not_mark_are_marked_once_it_recovers(

@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.runtime import scenarios as sc
 from tests.support.message_log import Message, MessageLog
 from tests.support.runtime_harness import lifecycle
+from tests.support.sqlite_lock import write_locked
 from toolprep.messages import frames as fr
 from toolprep.runtime.store import SessionStore
 from toolprep.testing import FakeProviderServer
@@ -27,9 +28,12 @@ __all__ = [
     "dead_owner",
     "degrade_and_recover",
     "discarded_after_recovery",
+    "empty_and_recover",
+    "locked_and_recover",
 ]
 
 STORE_READ_ONLY = -32004
+SESSION_NOT_FOUND = -32002
 REFUSED = re.compile(
     r"^the session store is read-only: (?P<cause>.+); new turns are refused until it "
     r"can be written$"
@@ -118,3 +122,53 @@ def discarded_after_recovery(db: Path) -> list[str]:
     """The lifecycle of the card ``crashed_session`` left open, as stored now."""
     with SessionStore(db) as store:
         return lifecycle(list(store.sessions.load("sess_1").frames))["call_2"]
+
+
+def empty_and_recover(
+    client: MessageLog,
+    cwd: Path,
+    provider: FakeProviderServer,
+    clear: Callable[[], None],
+    kind: str,
+) -> str:
+    """Drive ``client`` (initialized) over a data directory that held no store and could
+    not be written until ``clear`` is called: no session listed, none found, new ones
+    refused by cause, then taken; returns the cause the refusals named."""
+    listed = client.reply(client.request("session/list", {}))["result"]
+    assert listed == {"sessions": [], "nextCursor": None}, listed
+    params = {"sessionId": "sess_1", "cwd": str(cwd), "mcpServers": []}
+    missing = client.reply(client.request("session/load", params))
+    assert missing.get("error", {}).get("code") == SESSION_NOT_FOUND, missing
+    new = {"cwd": str(cwd), "mcpServers": []}
+    cause = _refused(client.reply(client.request("session/new", new)))
+    assert _refused(client.reply(client.request("session/new", new))) == cause
+
+    clear()
+    provider.enqueue(sc.ok(sc.text_turn(kind, "Written at last.")))
+    session_id = client.reply(client.request("session/new", new))["result"]["sessionId"]
+    reply = client.reply(client.prompt(session_id, "and now?"))
+    assert reply["result"]["stopReason"] == "end_turn", reply
+    listed = client.reply(client.request("session/list", {}))["result"]
+    assert [s["sessionId"] for s in listed["sessions"]] == [session_id], listed
+    return cause
+
+
+def locked_and_recover(
+    client: MessageLog, cwd: Path, db: Path, provider: FakeProviderServer, kind: str
+) -> str:
+    """Drive ``client`` (initialized, with one session stored in ``db``) while another
+    process holds ``db``'s write lock: the sessions listed, a new one refused by cause
+    (-32004, never -32603); then, the lock released, a new session taken. Returns the
+    cause the refusal named."""
+    new = {"cwd": str(cwd), "mcpServers": []}
+    with write_locked(db):
+        listed = client.reply(client.request("session/list", {}))
+        assert len(listed.get("result", {}).get("sessions", [])) == 1, listed
+        cause = _refused(client.reply(client.request("session/new", new), timeout=120))
+        listed = client.reply(client.request("session/list", {}))
+        assert len(listed.get("result", {}).get("sessions", [])) == 1, listed
+    provider.enqueue(sc.ok(sc.text_turn(kind, "Unlocked.")))
+    session_id = client.reply(client.request("session/new", new))["result"]["sessionId"]
+    reply = client.reply(client.prompt(session_id, "and now?"))
+    assert reply["result"]["stopReason"] == "end_turn", reply
+    return cause

@@ -48,3 +48,13 @@ def test_a_slot_with_no_crash_counted_is_said_to_be_starting() -> None:
 def test_nonsense_back_off_is_refused(first: float, cap: float, reset: float) -> None:
     with pytest.raises(ValueError, match=r"back-off|reset_after"):
         RestartBackoff(first_delay=first, max_delay=cap, reset_after=reset)
+
+
+def test_a_call_a_death_interrupted_is_told_the_wait_that_death_will_earn() -> None:
+    health = SlotHealth()
+    assert health.next_wait(0.5, POLICY) == 0.0  # a first crash restarts at once
+    for n in range(3):
+        health.crashed(float(n), 0.5, "exited with status 3", POLICY)
+    assert health.next_wait(0.5, POLICY) == 4.0  # the fourth in a row
+    assert health.next_wait(30.0, POLICY) == 0.0  # up long enough: a first crash again
+    assert health.crashed(3.0, 0.5, "exited with status 3", POLICY) == 4.0

@@ -79,13 +79,18 @@ def test_a_slot_that_keeps_dying_waits_and_the_others_serve(tmp_path: Path) -> N
             successor = host.worker_pids()[doomed_slot]
             _kill_and_await_replacement(host, successor)
             (second,) = host.worker_pids()
-            result = host.prompt(doomed, [TextPart("hello")]).result(TURN_S)
-            assert result.stop_reason is None
-            assert result.error is not None
-            assert result.error.startswith(
+            # Refused at once, or once the slot's wait is known: either way, naming the wait.
+            with pytest.raises(NoWorkerAvailable) as refused:
+                host.prompt(doomed, [TextPart("hello")]).result(TURN_S)
+            message = str(refused.value)
+            assert message.startswith(
                 f"no worker available: worker {doomed_slot} was killed by signal 9 (2 times in "
-            ), result.error
-            assert "s); next restart in 3600 s" in result.error, result.error
+            ), message
+            assert message.endswith("s); next restart in 3600 s"), message
+            assert 3500 < refused.value.retry_after <= 3600
+            with pytest.raises(NoWorkerAvailable) as refused:  # a setting too, not a crash
+                host.set_mode(doomed, "plan")
+            assert refused.value.retry_after > 3500
 
             server.enqueue(sc.ok(sc.text_turn(KIND, "Fine here.")), sc.ok(sc.text_turn(KIND)))
             assert host.prompt(other, [TextPart("hello")]).result(TURN_S).stop_reason == "end_turn"
