@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from toolprep.runtime.cli.hosting import Hosted, agent_meta, build_host, run_until_stopped
 from toolprep.runtime.cli.options import check_arguments, runtime_arguments, start_errors
+from toolprep.runtime.daemon.daemon_lock import DataDirInUse, lock_data_dir
 from toolprep.runtime.daemon.serve_options import (
     add_connection_arguments,
     check_connection_arguments,
@@ -236,6 +237,24 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     except start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
+    try:  # before the store opens or a worker starts: one data directory, one daemon
+        lock = lock_data_dir(_daemon_data_dir(args))
+    except DataDirInUse as exc:
+        print(f"toolprep: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _serve_locked(args, stop, token, origins, mcp_policy)
+    finally:
+        lock.release()  # after its serve.json is gone: a next daemon may start
+
+
+def _serve_locked(
+    args: argparse.Namespace,
+    stop: StopSignals,
+    token: ServeToken,
+    origins: frozenset[str],
+    mcp_policy: McpPolicy,
+) -> int:
     telemetry = _start_telemetry()
     try:
         try:
