@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess, connect_command
-from tests.support.daemon_process import DaemonProcess, daemon_environment
+from tests.support.daemon_process import DaemonProcess, daemon_environment, stop_started_daemons
 from tests.support.processes import gone_within, worker_pids_of
 from tests.support.runtime_harness import message_text, provider_base_url
 from toolprep.runtime.daemon.discovery import read_daemon_file
@@ -91,14 +91,15 @@ def test_connect_start_does_not_start_a_second_daemon_beside_one_that_runs(
     try:
         assert editor.wait_exit() == 2
         line = _only_line(editor.stderr())
+        assert line.startswith(
+            f"toolprep connect: --start: not started: another toolprep serve "
+            f"(pid {first.process.pid}) already runs on the data directory {data}"
+        )
+        assert not (data / "serve.json").exists()  # nothing started that wrote one
+        assert first.process.poll() is None
     finally:
         editor.kill()
-    assert line.startswith(
-        f"toolprep connect: --start: not started: another toolprep serve "
-        f"(pid {first.process.pid}) already runs on the data directory {data}"
-    )
-    assert not (data / "serve.json").exists()  # nothing started that wrote one
-    assert first.process.poll() is None
+        stop_started_daemons(data)  # the first, and a second one had it been started
 
 
 def test_a_killed_daemon_and_its_stale_serve_json_leave_the_directory_to_the_next(
