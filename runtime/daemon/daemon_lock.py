@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from toolprep.runtime.daemon.autostart import daemon_running
 from toolprep.runtime.daemon.discovery import DaemonFileError, read_daemon_file
 
 __all__ = ["DAEMON_LOCK", "DaemonLock", "DataDirInUse", "data_dir_in_use", "lock_data_dir"]
@@ -151,9 +152,12 @@ def _in_use_message(data_dir: Path) -> str:
 
 
 def _pid_in_lock_file(path: Path) -> int | None:
+    """The pid the holder wrote, if it still runs: in a read-only directory the holder could
+    not write its own, and the file still names an earlier daemon."""
     try:
         with path.open("rb") as held:
             text = held.read(_MAX_PID_BYTES).strip()
     except OSError:
         return None
-    return int(text) if text.isdigit() else None
+    pid = int(text) if text.isdigit() else 0
+    return pid if daemon_running(pid) else None

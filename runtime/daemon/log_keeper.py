@@ -84,17 +84,19 @@ class RotatingLog:
         self._append(data[:whole])
 
     def _append(self, data: bytes) -> None:
-        try:
-            if self._lost:
-                note = f"toolprep serve: {self._lost} bytes of this log lost: {self._cause}\n"
-                self._write(note.encode())
-                self._lost = 0
-            self._write(data)
-        except OSError as exc:
-            self._lost += len(data)
-            self._cause = exc.strerror or str(exc)
+        if self._lost:
+            note = f"toolprep serve: {self._lost} bytes of this log lost: {self._cause}\n"
+            if self._write(note.encode()) > 0:  # still failing: this data is lost too
+                self._lost += len(data)
+                return
+            self._lost = 0
+        left = self._write(data)
+        if left > 0:
+            self._lost += left
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes) -> int:
+        """0 once ``data`` is written; else how many of its bytes were not (the cause in
+        ``_cause``)."""
         while data:
             room = self.max_bytes - self._size
             piece = data[: max(room, 0)]
@@ -103,11 +105,22 @@ class RotatingLog:
                 if whole:
                     piece = piece[:whole]
                 elif self._size:  # the next line does not fit: it starts the next file
-                    self._rotate()
+                    try:
+                        self._rotate()
+                    except OSError as exc:
+                        return self._unwritten(exc, data)
                     continue
-            written = os.write(self._fd, piece)
+            try:
+                written = os.write(self._fd, piece)
+            except OSError as exc:
+                return self._unwritten(exc, data)
             self._size += written
             data = data[written:]
+        return 0
+
+    def _unwritten(self, exc: OSError, data: bytes) -> int:
+        self._cause = exc.strerror or str(exc)
+        return len(data)
 
     def _rotate(self) -> None:
         """``path.N-1`` -> ``path.N``, ..., ``path`` -> ``path.1``, then a new ``path``

@@ -4,10 +4,12 @@ the newest ones in the file of its name, and the bytes lost to a failed write sa
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pytest
 
+from tests.support.small_disk import small_disk
 from toolprep.runtime.daemon.log_keeper import RotatingLog
 
 
@@ -61,3 +63,24 @@ def test_bounds_that_would_keep_no_log_are_refused(tmp_path: Path) -> None:
         RotatingLog(tmp_path / "serve.log", 0, 1)
     with pytest.raises(ValueError, match="--log-backups must be >= 1, got 0"):
         RotatingLog(tmp_path / "serve.log", 1, 0)
+
+
+def test_bytes_a_full_disk_cost_are_counted_and_said_once_it_has_room(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk", size="1m") as disk:
+        path = disk.path / "serve.log"
+        log = RotatingLog(path, 1024 * 1024, 1)
+        log.write(b"before\n")
+        disk.fill()
+        lines = b"lost line\n" * 10_000  # past the page "before" is in
+        log.write(lines)
+        disk.free()
+        log.write(b"after\n")
+        log.close()
+        kept = _kept(path, 1)
+    assert kept.startswith(b"before\n")
+    note = re.search(rb"toolprep serve: (\d+) bytes of this log lost: (.+)\n", kept)
+    assert note is not None, kept[-200:]
+    assert note.group(2) == b"No space left on device"
+    assert kept.endswith(note.group(0) + b"after\n")
+    written = len(kept) - len(b"before\n") - len(note.group(0)) - len(b"after\n")
+    assert written + int(note.group(1)) == len(lines)  # every byte written or counted
