@@ -18,18 +18,21 @@ from tests.support.agent_process import AgentProcess, connect_command
 from tests.support.daemon_process import DaemonProcess, daemon_environment, stop_started_daemons
 from tests.support.processes import gone_within, worker_pids_of
 from tests.support.runtime_harness import message_text, provider_base_url
+from tests.support.small_disk import small_disk
 from toolprep.runtime.daemon.discovery import read_daemon_file
 from toolprep.testing import FakeProviderServer
 from toolprep.testing.daemon import serve_command
 
 
-def _serve_refused(provider: FakeProviderServer, data: Path, cwd: Path) -> str:
+def _serve_refused(
+    provider: FakeProviderServer, data: Path, cwd: Path, env_extra: dict[str, str] | None = None
+) -> str:
     """A second ``toolprep serve --data-dir DATA``, which must exit 2; its stderr."""
     done = subprocess.run(
         serve_command(KIND, provider_base_url(KIND, provider), "--data-dir", str(data)),
         capture_output=True,
         cwd=cwd,
-        env=daemon_environment(),
+        env=daemon_environment(env_extra),
         timeout=60,
         text=True,
     )
@@ -140,3 +143,32 @@ def test_a_serve_json_naming_a_live_process_that_is_no_daemon_does_not_block(
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_read_only_data_directory_still_starts_and_an_earlier_lock_still_guards_it(
+    start_daemon: StartDaemon, provider: FakeProviderServer, workdir: Path, tmp_path: Path
+) -> None:
+    """Read-only, no daemon can write ``serve.lock`` (nor ``serve.json``): a daemon starts
+    all the same (without a store here: whether an empty read-only store starts is the
+    store's question); the ``serve.lock`` an earlier one left is locked read-only."""
+    token = {"TOOLPREP_TOKEN": "t" * 43}  # no serve.json to learn a generated one from
+    with small_disk(tmp_path / "empty") as empty, small_disk(tmp_path / "used") as used:
+        (empty.path / "toolprep").mkdir(mode=0o700)  # the data directory, with no store
+        empty.read_only()
+        home = {"XDG_DATA_HOME": str(empty.path), **token}
+        unguarded = start_daemon("--no-persist", "--workers", "1", env_extra=home)
+        assert "nothing keeps a second daemon off this data directory" in unguarded.stderr()
+        assert unguarded.stop() == 0
+        empty.writable()
+
+        earlier = start_daemon("--data-dir", str(used.path), "--workers", "1")
+        assert earlier.stop() == 0  # leaves serve.lock
+        used.read_only()
+        guarded = start_daemon("--data-dir", str(used.path), "--workers", "1", env_extra=token)
+        line = _only_line(_serve_refused(provider, used.path, workdir, token))
+        assert line.startswith(
+            "toolprep: another toolprep serve (its pid unknown) already runs on the data "
+            f"directory {used.path}"
+        )
+        assert guarded.stop() == 0
+        used.writable()
