@@ -263,7 +263,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.log_file is None:
         return run_until_stopped(lambda stop: _serve_daemon(args, stop))
     try:
-        kept = keep_output(Path(args.log_file), args.log_max_bytes, args.log_backups)
+        log_file = Path(args.log_file).expanduser().absolute()
+        kept = keep_output(log_file, args.log_max_bytes, args.log_backups)
     except (ValueError, OSError) as exc:
         print(f"toolprep: --log-file {args.log_file}: {exc}", file=sys.stderr)
         return 2
