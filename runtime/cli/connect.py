@@ -44,8 +44,9 @@ def add_connect_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         action="store_true",
         help="if no daemon answers, start `toolprep serve --data-dir DIR --port 0` detached "
         "(its own session, not a child of this process, so it outlives the editor and this "
-        "process), its output appended to DIR/serve.log, and connect to it; its provider key "
-        "comes from this environment (default: exit with status 2)",
+        "process), its output in DIR/serve.log (rotated by size: serve's --log-max-bytes and "
+        "--log-backups), and connect to it; its provider key comes from this environment "
+        "(default: exit with status 2)",
     )
     connect.add_argument(
         "--start-timeout",

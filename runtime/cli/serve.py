@@ -13,6 +13,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from toolprep.runtime.cli.hosting import Hosted, agent_meta, build_host, run_until_stopped
 from toolprep.runtime.cli.options import check_arguments, runtime_arguments, start_errors
+from toolprep.runtime.daemon.daemon_lock import DataDirInUse, lock_data_dir
+from toolprep.runtime.daemon.log_keeper import (
+    DEFAULT_LOG_BACKUPS,
+    DEFAULT_LOG_MAX_BYTES,
+    check_log_bounds,
+    keep_output,
+)
 from toolprep.runtime.daemon.serve_options import (
     add_connection_arguments,
     check_connection_arguments,
@@ -158,6 +165,7 @@ def serve_arguments(serve: argparse.ArgumentParser) -> None:
         "token). Metrics need the telemetry extra: pip install 'toolprep[telemetry]'",
     )
     _client_mcp_arguments(serve)
+    _log_arguments(serve)
     serve.add_argument(
         "--ray",
         default=None,
@@ -180,6 +188,35 @@ def serve_arguments(serve: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="with --ray: this daemon's name on the cluster (its placement registry is "
         "NAME-sessions), so several daemons can share one cluster (default toolprep)",
+    )
+
+
+def _log_arguments(serve: argparse.ArgumentParser) -> None:
+    """Where the daemon's output goes: stderr, or files rotated by size (``log_keeper``)."""
+    serve.add_argument(
+        "--log-file",
+        default=None,
+        metavar="PATH",
+        help="write everything the daemon and its workers print (logs, and what a crash "
+        "writes) to PATH, rotated by size by a small process of its own that outlives a "
+        "crash (default: stderr, for a terminal or a service manager; connect --start "
+        "passes DIR/serve.log)",
+    )
+    serve.add_argument(
+        "--log-max-bytes",
+        type=int,
+        default=DEFAULT_LOG_MAX_BYTES,
+        metavar="BYTES",
+        help="with --log-file: start PATH afresh before it grows past BYTES, the full one "
+        f"becoming PATH.1 (default {DEFAULT_LOG_MAX_BYTES})",
+    )
+    serve.add_argument(
+        "--log-backups",
+        type=int,
+        default=DEFAULT_LOG_BACKUPS,
+        metavar="N",
+        help="with --log-file: keep N full files, PATH.1 (newest) to PATH.N, so the log never "
+        f"takes more than (N + 1) x BYTES (default {DEFAULT_LOG_BACKUPS})",
     )
 
 
@@ -241,6 +278,7 @@ def check_serve_arguments(args: argparse.Namespace, environ: Mapping[str, str]) 
     origins = frozenset(parse_allowed_origin(origin) for origin in args.allow_origin)
     check_arguments(args)
     check_connection_arguments(args)
+    check_log_bounds(args.log_max_bytes, args.log_backups)
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise ValueError(f"--metrics-port must be a port (0-65535), got {args.metrics_port}")
     return ServeStart(token, origins, _client_mcp_policy(args))
@@ -248,8 +286,22 @@ def check_serve_arguments(args: argparse.Namespace, environ: Mapping[str, str]) 
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serve ACP over WebSocket until SIGTERM/SIGINT/SIGHUP; then every running turn is cancelled
-    (clients see the discards and their prompts answered) before the sockets close."""
-    return run_until_stopped(lambda stop: _serve_daemon(args, stop))
+    (clients see the discards and their prompts answered) before the sockets close.
+
+    With ``--log-file``, its output goes to the log keeper first (``log_keeper``), so even
+    a refusal to start is in the log; at a clean exit the keeper is given time to write
+    the rest (a crash leaves it to finish by itself)."""
+    if args.log_file is None:
+        return run_until_stopped(lambda stop: _serve_daemon(args, stop))
+    try:
+        log_file = Path(args.log_file).expanduser().absolute()
+        kept = keep_output(log_file, args.log_max_bytes, args.log_backups)
+    except (ValueError, OSError) as exc:
+        print(f"toolprep: --log-file {args.log_file}: {exc}", file=sys.stderr)
+        return 2
+    code = run_until_stopped(lambda stop: _serve_daemon(args, stop))
+    kept.drain()
+    return code
 
 
 class _NoDaemonFile(Exception):
@@ -267,6 +319,24 @@ def _serve_daemon(args: argparse.Namespace, stop: StopSignals) -> int:
     except start_errors() as exc:
         print(f"toolprep: {exc}", file=sys.stderr)
         return 2
+    try:  # before the store opens or a worker starts: one data directory, one daemon
+        lock = lock_data_dir(_daemon_data_dir(args))
+    except DataDirInUse as exc:
+        print(f"toolprep: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _serve_locked(args, stop, token, origins, mcp_policy)
+    finally:
+        lock.release()  # after its serve.json is gone: a next daemon may start
+
+
+def _serve_locked(
+    args: argparse.Namespace,
+    stop: StopSignals,
+    token: ServeToken,
+    origins: frozenset[str],
+    mcp_policy: McpPolicy,
+) -> int:
     telemetry = _start_telemetry()
     try:
         try:

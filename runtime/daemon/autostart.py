@@ -10,7 +10,10 @@ signals), forks the daemon and exits at once, so the daemon's parent is
 init (or the nearest subreaper), never ``connect``. The daemon keeps no
 descriptor of ``connect``'s beyond 0 to 2: stdin is ``/dev/null``, stdout
 and stderr go to ``serve.log`` in the data directory, everything else is
-closed before it runs.
+closed before it runs. ``serve`` itself is told ``--log-file DATA_DIR/serve.log``: from
+its first moments on, its output goes to a log keeper that rotates the file by size
+(``log_keeper``); the launcher's ``serve.log`` descriptors only catch what comes before
+(an interpreter that cannot start, options ``serve`` cannot parse).
 
 It listens on a free port (``--port 0`` unless the options name one) and
 publishes the actual one in its ``serve.json``, which ``connect`` reads:
@@ -93,8 +96,9 @@ def start_daemon(
     environ: Mapping[str, str],
     timeout_s: float,
 ) -> DaemonAddress:
-    """Start ``toolprep serve --data-dir DATA_DIR --port 0 SERVE_OPTIONS``, detached; its
-    address once it wrote it (a ``--port`` among ``SERVE_OPTIONS`` comes later and wins).
+    """Start ``toolprep serve --data-dir DATA_DIR --port 0 --log-file DATA_DIR/serve.log
+    SERVE_OPTIONS``, detached; its address once it wrote it (a ``--port`` or ``--log-file``
+    among ``SERVE_OPTIONS`` comes later and wins).
 
     The daemon file counts only once it names the started process: an old
     one left by a killed daemon names another pid.
@@ -110,6 +114,8 @@ def start_daemon(
         str(data_dir),
         "--port",
         "0",
+        "--log-file",
+        str(log),
         *serve_options,
     ]
     pid = _detached(argv, environ, log)

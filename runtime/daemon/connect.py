@@ -52,6 +52,7 @@ from toolprep.runtime.daemon.autostart import (
     starting_alone,
 )
 from toolprep.runtime.daemon.bridge import run_bridge
+from toolprep.runtime.daemon.daemon_lock import data_dir_in_use
 from toolprep.runtime.daemon.daemon_proof import BridgeChallenge
 from toolprep.runtime.daemon.discovery import (
     DaemonAddress,
@@ -192,6 +193,9 @@ def _open(args: argparse.Namespace, environ: Mapping[str, str]) -> _Joined:
                 return _joined(_discovered_target(data_dir, args), args, data_dir, environ)
             except _NoDaemon:
                 pass
+            in_use = data_dir_in_use(data_dir)
+            if in_use is not None:  # it would only refuse to start: say why instead
+                raise ConnectFailed(f"--start: not started: {in_use}")
             address = start_daemon(data_dir, args.serve_options, environ, args.start_timeout)
     except (StartFailed, OSError) as exc:
         raise ConnectFailed(f"--start: {exc}") from None

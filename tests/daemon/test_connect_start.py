@@ -10,6 +10,7 @@ the end (``stop_started_daemons``).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,8 @@ from tests.daemon.conftest import KIND
 from tests.runtime import scenarios as sc
 from tests.support.agent_process import AgentProcess, connect_command
 from tests.support.daemon_process import daemon_environment, stop_started_daemons
-from tests.support.processes import alive, ancestors, kill_process_tree
+from tests.support.eventually import eventually
+from tests.support.processes import alive, ancestors, descendants, gone_within, kill_process_tree
 from tests.support.runtime_harness import message_text, provider_base_url
 from toolprep.runtime.daemon.discovery import read_daemon_file
 from toolprep.runtime.hosting.model_routes import DEFAULT_MODELS
@@ -209,3 +211,41 @@ def test_a_connect_asking_for_other_settings_is_told_on_stderr_and_in_its_sessio
         [notice] = _notices(other, session_id)
         assert differs in notice and f"kill {daemon.pid}" in notice
         assert read_daemon_file(data).pid == daemon.pid  # the one daemon served them all
+
+
+def test_a_started_daemon_s_log_rotates_within_its_bound_and_keeps_what_it_writes_raw(
+    editors: Editors, provider: FakeProviderServer, tmp_path: Path
+) -> None:
+    """The log keeper's bound, on a real daemon: tiny files, so that a stack dump (written
+    to file descriptor 2 by a thread, not through ``logging``) rotates them several times."""
+    data = tmp_path / "data"
+    bound = 4096
+    log_options = ["--log-level", "DEBUG", "--log-max-bytes", str(bound), "--log-backups", "2"]
+    editor = editors.open(data, *editors.serve_options(), *log_options)
+    _prompt_through(editor, provider, editors.workdir)
+    daemon = read_daemon_file(data).pid
+    keeper = [pid for pid in descendants(daemon) if str(data / "serve.log") in _words(pid)]
+    assert len(keeper) == 1, "the log keeper runs beside the daemon"
+
+    os.kill(daemon, signal.SIGUSR1)  # every thread's stack, on stderr
+    eventually(lambda: "most recent call first" in _all_of(data))
+    stop_started_daemons(data)  # SIGTERM, as a service manager stops it
+    assert gone_within(keeper[0], 60), "the keeper ends once the daemon is gone"
+
+    logs = sorted(path.name for path in data.glob("serve.log*"))
+    assert logs == ["serve.log", "serve.log.1", "serve.log.2"]  # rotated, no more kept
+    assert all((data / name).stat().st_size <= bound for name in logs)
+    for name in logs:
+        assert (data / name).read_bytes().endswith(b"\n")  # whole lines
+    last = (data / "serve.log").read_text().splitlines()[-1]
+    assert f" {daemon} INFO " in last and "stopped serving: " in last  # the newest line
+
+
+def _words(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+
+def _all_of(data: Path) -> str:
+    """Every kept file of the log, oldest first."""
+    files = sorted(data.glob("serve.log.*"), key=lambda path: -int(path.suffix[1:]))
+    return "".join(path.read_text() for path in [*files, data / "serve.log"])

@@ -94,14 +94,16 @@ def test_each_daemon_has_its_own_token_and_removes_only_the_file_that_names_it(
 ) -> None:
     path = tmp_path / "data-home" / "toolprep" / "serve.json"
     first = start_daemon("--no-persist", "--workers", "1")
-    second = start_daemon("--no-persist", "--workers", "1")  # same data directory: its file now
+    second = start_daemon("--data-dir", str(tmp_path / "other"), "--workers", "1")
     assert first.token != second.token
     assert upgrade(second.url, [("Authorization", f"Bearer {first.token}")]).status == 401
+    # Its file replaced by one it did not write (another daemon's, copied by hand).
+    path.write_bytes(second.address_file.read_bytes())
     assert first.stop() == 0
     assert json.loads(path.read_text(encoding="utf-8"))["pid"] == second.process.pid
     _serves_a_prompt(second, provider, workdir)
     assert second.stop() == 0
-    assert not path.exists()
+    assert not second.address_file.exists()
 
 
 def test_reading_no_file_or_a_foreign_one_says_what_is_wrong(tmp_path: Path) -> None:
