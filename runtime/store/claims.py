@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from toolprep.runtime.store.database import StoreDatabase, require_session
-from toolprep.runtime.store.errors import SessionOwnedElsewhere
+from toolprep.runtime.store.errors import SessionOwnedElsewhere, StoreError
 from toolprep.runtime.store.ownership import owner_alive
 
 __all__ = ["SessionClaims", "refuse_if_served_elsewhere"]
@@ -32,14 +32,24 @@ class SessionClaims:
         store only checks: the session can be loaded but not claimed.
         """
         if self._database.read_only_cause is not None:
-            with self._database.transaction(f"check the owner of session {session_id}") as db:
+            self._check_owner(session_id)
+            return
+        try:
+            with self._database.transaction(f"claim session {session_id}") as db:
                 require_session(db, session_id)
                 refuse_if_served_elsewhere(db, session_id, self.owner)
-            return
-        with self._database.transaction(f"claim session {session_id}") as db:
+                db.execute("UPDATE sessions SET owner = ? WHERE id = ?", (self.owner, session_id))
+        except StoreError:
+            if self._database.read_only_cause is None:
+                raise
+            # This very write found the store unwritable (a full disk, another process's
+            # lock): it is loaded unclaimed, as any read-only store loads it.
+            self._check_owner(session_id)
+
+    def _check_owner(self, session_id: str) -> None:
+        with self._database.transaction(f"check the owner of {session_id}", read=True) as db:
             require_session(db, session_id)
             refuse_if_served_elsewhere(db, session_id, self.owner)
-            db.execute("UPDATE sessions SET owner = ? WHERE id = ?", (self.owner, session_id))
 
     def release(self, session_id: str) -> None:
         """This process no longer serves the session: another may open it."""

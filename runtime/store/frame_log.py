@@ -182,7 +182,7 @@ class FrameLog:
     def shown_call_ids(self, session_id: str) -> frozenset[str]:
         """The ``toolCallId`` of every card the session's stored frames opened: a process that
         opens the session again must not give a new card one of them."""
-        with self._database.transaction(f"load the tool calls of {session_id}") as db:
+        with self._database.transaction(f"load the tool calls of {session_id}", read=True) as db:
             require_session(db, session_id)
             # A damaged row is no card (its replay says so); it must not stop the session.
             rows = db.execute(
@@ -202,7 +202,7 @@ class FrameLog:
         time; the store wrote these bytes itself, and each is checked to be one
         JSON object so a damaged row cannot break the client's stream.
         """
-        with self._database.transaction(f"load the frames of {session_id}") as db:
+        with self._database.transaction(f"load the frames of {session_id}", read=True) as db:
             require_session(db, session_id)
             rows = db.execute(
                 "SELECT seq, frame FROM frames WHERE session_id = ? AND seq > ? ORDER BY seq",

@@ -141,18 +141,18 @@ class Sessions:
 
     def mode_of(self, session_id: str) -> str | None:
         """The mode the session keeps; None if it never kept one (stored before modes were)."""
-        with self._database.transaction(f"read the mode of {session_id}") as db:
+        with self._database.transaction(f"read the mode of {session_id}", read=True) as db:
             require_session(db, session_id)
             (mode,) = db.execute("SELECT mode FROM sessions WHERE id = ?", (session_id,)).fetchone()
         return None if mode is None else str(mode)
 
     def info(self, session_id: str) -> SessionInfo:
-        with self._database.transaction(f"look up session {session_id}") as db:
+        with self._database.transaction(f"look up session {session_id}", read=True) as db:
             return require_session(db, session_id)
 
     def load(self, session_id: str, *, frames: bool = True) -> StoredSession:
         """The session; without ``frames`` its frame log is not read (``frames`` is empty)."""
-        with self._database.transaction(f"load session {session_id}") as db:
+        with self._database.transaction(f"load session {session_id}", read=True) as db:
             info = require_session(db, session_id)
             entries = db.execute(
                 "SELECT entry FROM history WHERE session_id = ? ORDER BY seq", (session_id,)

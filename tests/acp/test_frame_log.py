@@ -191,6 +191,36 @@ def test_a_foreign_write_lock_costs_a_turn_of_many_cards_one_busy_timeout(
     assert "[the session could not be saved: database is locked (" in message_text(stalled)
 
 
+def test_a_session_is_loaded_under_a_foreign_write_lock_and_its_turns_wait_for_the_lock(
+    tmp_path: Path,
+) -> None:
+    """Loading claims the session, a write: under another process's lock the claim turns the
+    store read-only and the session is loaded unclaimed, replayed whole, as a read-only store
+    loads it; a prompt is refused with -32004 until the lock is gone."""
+    data_dir, cwd = tmp_path / "data", tmp_path / "work"
+    cwd.mkdir()
+    with FakeProviderServer() as server:
+        server.enqueue(
+            sc.ok(sc.text_turn(KIND, "Stored before the lock.")),
+            sc.ok(sc.text_turn(KIND, "Answered after the lock.")),
+        )
+        with running(server, data_dir, cwd) as first:
+            session_id = first.start_session(cwd)
+            assert first.result(first.prompt(session_id))["stopReason"] == "end_turn"
+            first.close_input()
+            assert first.wait_exit() == 0
+        with running(server, data_dir, cwd) as second:
+            with write_locked(data_dir / "sessions.db"):
+                assert "result" in _load(second, session_id, cwd)
+                assert message_text(second.updates(session_id)) == "Stored before the lock."
+                refused = second.reply(second.prompt(session_id), timeout=60)
+                assert refused["error"]["code"] == -32004, refused
+            again = second.reply(second.prompt(session_id), timeout=60)
+            assert again["result"]["stopReason"] == "end_turn", again
+            second.close_input()
+            assert second.wait_exit() == 0
+
+
 def _gaps(updates: list[Message]) -> list[Message]:
     return [u for u in updates if "gap" in u.get("_meta", {}).get("toolprep", {})]
 
