@@ -62,26 +62,22 @@ class Retention:
         """Delete what is past its retention at ``now`` (default: the time now), then give
         back the pages it freed."""
         cutoff = (time.time() if now is None else now) - self.retain_s
-        deleted, kept = 0, set[str]()
+        sessions = self.store.sessions
+        deleted, after = 0, None
         while not self._stopped.is_set():
-            found = [
-                session_id
-                for session_id in self.store.sessions.untouched_since(cutoff, SWEEP_BATCH)
-                if session_id not in kept
-            ]
+            found = sessions.untouched_since(cutoff, SWEEP_BATCH, after)
             if not found:
                 break
-            for session_id in found:
+            for _, session_id in found:
                 try:
-                    self.store.sessions.delete(session_id, unless_served=True)
+                    sessions.delete(session_id, unless_served=True)
                 except SessionOwnedElsewhere:
-                    kept.add(session_id)  # a live process serves it: not ours to delete
+                    pass  # a live process serves it: not ours to delete
                 except SessionNotStored:
                     pass  # deleted meanwhile by a client
                 else:
                     deleted += 1
-            if len(kept) >= SWEEP_BATCH:  # every old session is served: nothing more to find
-                break
+            after = found[-1]  # the served ones are passed, however many there are
         return SweepResult(deleted, self._reclaim())
 
     def _reclaim(self) -> int:

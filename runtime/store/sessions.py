@@ -126,16 +126,22 @@ class Sessions:
                 db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
             db.execute("UPDATE sessions SET deleted = 1, title = NULL WHERE id = ?", (session_id,))
 
-    def untouched_since(self, cutoff: float, limit: int) -> list[str]:
+    def untouched_since(
+        self, cutoff: float, limit: int, after: tuple[float, str] | None = None
+    ) -> list[tuple[float, str]]:
         """Up to ``limit`` kept sessions last updated before ``cutoff`` (a ``time.time()``),
-        oldest first: what a retention sweep looks at."""
+        oldest first, as (updated at, id), from past ``after`` (the last one a previous
+        call returned) on: what a retention sweep looks at."""
+        query = "SELECT updated_at, id FROM sessions WHERE deleted = 0 AND updated_at < ?"
+        params: list[Any] = [cutoff]
+        if after is not None:
+            query += " AND (updated_at > ? OR (updated_at = ? AND id > ?))"
+            params.extend([after[0], after[0], after[1]])
+        query += " ORDER BY updated_at, id LIMIT ?"
+        params.append(limit)
         with self._database.transaction("find sessions past their retention", read=True) as db:
-            rows = db.execute(
-                "SELECT id FROM sessions WHERE deleted = 0 AND updated_at < ? "
-                "ORDER BY updated_at, id LIMIT ?",
-                (cutoff, limit),
-            ).fetchall()
-        return [str(session_id) for (session_id,) in rows]
+            rows = db.execute(query, params).fetchall()
+        return [(float(updated_at), str(session_id)) for updated_at, session_id in rows]
 
     # --- reading --------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 from toolprep.messages import frames as fr
 from toolprep.runtime.store import SessionStore
 from toolprep.runtime.store.errors import SessionNotStored
-from toolprep.runtime.store.retention import Retention
+from toolprep.runtime.store.retention import SWEEP_BATCH, Retention
 
 DAY = 86400.0
 
@@ -54,6 +54,23 @@ def test_a_sweep_deletes_only_unserved_sessions_past_retention_and_gives_back_th
         # Swept again, nothing changes: what is left is served or within its retention.
         assert Retention(store, retain_s=7 * DAY).sweep().deleted == 0
     assert db.stat().st_size < size_before * 0.75
+
+
+def test_more_served_sessions_than_a_batch_do_not_hide_the_ones_to_delete(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "sessions.db"
+    served = [f"served_{n}" for n in range(SWEEP_BATCH + 1)]
+    with SessionStore(db) as store:
+        for session_id in [*served, "unserved"]:
+            store.sessions.create(session_id, "/work")  # created here: claimed by this process
+        store.claims.release("unserved")
+        _age(db, 20, *served)  # older than the one to delete: each batch finds them first
+        _age(db, 10, "unserved")
+        assert Retention(store, retain_s=7 * DAY).sweep().deleted == 1
+        with pytest.raises(SessionNotStored):
+            store.sessions.info("unserved")
+        assert len(store.sessions.list_sessions(limit=SWEEP_BATCH + 5)[0]) == len(served)
 
 
 def test_a_retention_period_must_be_positive(tmp_path: Path) -> None:
