@@ -120,29 +120,30 @@ class WorkerCalls:
 
     def ask(self, session_id: str, command: ToCommand) -> Answer:
         """Send ``command`` to the session's worker and wait for what it returns."""
-        if self.on_reader_thread():
-            raise RuntimeError(ON_READER_THREAD.format(call=type(command(0)).__name__))
+        self._refuse_on_reader_thread(command)
         with self._state.lock:
             session = self._state.require(session_id)
-            call_id, call = self.register(session.worker, "answer", session)
             worker = session.worker
-        self.send(worker, command(call_id))
-        try:
-            return call.future.result(CALL_TIMEOUT_S)
-        except TimeoutError:
-            with self._state.lock:
-                worker.calls.pop(call_id, None)
-            raise
+            call_id, call = self.register(worker, "answer", session)
+        return self._send_and_wait(worker, call_id, call, command)
 
     def ask_worker(self, worker: WorkerSlot, command: ToCommand) -> Answer:
         """Send ``command`` to ``worker`` itself (of no session) and wait for its answer.
 
         The worker carries out commands in the order they come, so the answer also says
         that every command sent to it before has been carried out."""
-        if self.on_reader_thread():
-            raise RuntimeError(ON_READER_THREAD.format(call=type(command(0)).__name__))
+        self._refuse_on_reader_thread(command)
         with self._state.lock:
             call_id, call = self.register(worker, "answer", None)
+        return self._send_and_wait(worker, call_id, call, command)
+
+    def _refuse_on_reader_thread(self, command: ToCommand) -> None:
+        if self.on_reader_thread():
+            raise RuntimeError(ON_READER_THREAD.format(call=type(command(0)).__name__))
+
+    def _send_and_wait(
+        self, worker: WorkerSlot, call_id: int, call: PendingCall, command: ToCommand
+    ) -> Answer:
         self.send(worker, command(call_id))
         try:
             return call.future.result(CALL_TIMEOUT_S)
