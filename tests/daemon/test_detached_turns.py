@@ -21,7 +21,6 @@ from tests.support.daemon_process import DaemonProcess
 from tests.support.eventually import eventually
 from tests.support.message_log import Message
 from tests.support.runtime_harness import check_cards, lifecycle, message_text
-from tests.support.ws_client import WsClient
 from toolprep.testing import FakeProviderServer, ScriptedResponse
 
 PERMISSION = "session/request_permission"
@@ -46,14 +45,6 @@ def _nobody_attached(daemon: DaemonProcess) -> None:
         return scraped.status == 200 and sample(scraped.body, "toolprep_clients_attached") == 0
 
     eventually(detached, timeout=60)
-
-
-def _loaded(daemon: DaemonProcess, session_id: str, cwd: Path) -> WsClient:
-    """A fresh client that has loaded ``session_id`` (the caller closes it)."""
-    client = daemon.client()
-    client.initialize()
-    assert client.load(session_id, cwd)["result"].keys() == {"modes", "configOptions"}
-    return client
 
 
 def _thoughts(frames: list[Message]) -> str:
@@ -81,11 +72,7 @@ def test_a_turn_goes_on_to_its_end_with_no_client_and_a_later_client_sees_all_of
     gate.set()
 
     def finished_and_stored() -> list[Message]:
-        later = _loaded(daemon, session_id, workdir)
-        try:
-            frames = later.updates(session_id)
-        finally:
-            later.close()
+        frames = daemon.replayed(session_id, workdir)
         assert message_text(frames) == answer, frames
         return frames
 
@@ -117,7 +104,7 @@ def test_a_permission_asked_while_nobody_is_attached_goes_to_the_next_client(
     _nobody_attached(daemon)
     gate.set()
 
-    later = _loaded(daemon, session_id, workdir)
+    later = daemon.loaded(session_id, workdir)
     try:
         later.wait_for(lambda ms: any(m.get("method") == PERMISSION for m in ms), timeout=60)
         [ask] = later.requests(PERMISSION)
@@ -150,11 +137,7 @@ def test_a_turn_left_alone_past_max_detached_is_cancelled_saying_why(
 
     # Each look attaches a client (which holds the turn) for a moment: look seldom.
     def cancelled() -> list[Message]:
-        looking = _loaded(daemon, session_id, workdir)
-        try:
-            frames = looking.updates(session_id)
-        finally:
-            looking.close()
+        frames = daemon.replayed(session_id, workdir)
         assert lifecycle(frames).get("call_left") == ["preparing", "discarded"], frames
         return frames
 

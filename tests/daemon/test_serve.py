@@ -17,7 +17,6 @@ from websockets.sync.client import connect
 
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.runtime import scenarios as sc
-from tests.support.daemon_process import DaemonProcess
 from tests.support.eventually import eventually
 from tests.support.message_log import Message
 from tests.support.runtime_harness import check_cards, lifecycle, message_text
@@ -197,24 +196,13 @@ def test_with_detached_turns_cancel_a_turn_nobody_comes_back_to_ends_after_the_g
 
     # Each look attaches a client (which holds the turn) for a moment: look seldom.
     def discarded() -> list[Message]:
-        frames = _replayed(daemon, session_id, workdir)
+        frames = daemon.replayed(session_id, workdir)
         assert lifecycle(frames).get("call_left") == ["preparing", "discarded"], frames
         return frames
 
     frames = eventually(discarded, timeout=30, interval=1.5)
     check_cards(frames)
     assert daemon.stop() == 0
-
-
-def _replayed(daemon: DaemonProcess, session_id: str, cwd: Path) -> list[Message]:
-    """What a fresh client is replayed on ``session/load``."""
-    fresh = daemon.client()
-    try:
-        fresh.initialize()
-        assert fresh.load(session_id, cwd)["result"].keys() == {"modes", "configOptions"}
-        return fresh.updates(session_id)
-    finally:
-        fresh.close()
 
 
 def test_sessions_are_listed_and_loaded_alike_after_a_restart(

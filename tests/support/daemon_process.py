@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO
 
 from tests.support.eventually import eventually
+from tests.support.message_log import Message
 from tests.support.processes import gone_within, pids_with_argument
 from tests.support.ws_client import WsClient
 from toolprep.runtime.daemon.discovery import DaemonFileError, read_daemon_file
@@ -105,6 +106,21 @@ class DaemonProcess:
     def client(self) -> WsClient:
         """A client that authenticates with the daemon's token."""
         return WsClient(self.url, self.token)
+
+    def loaded(self, session_id: str, cwd: Path) -> WsClient:
+        """A fresh client that has loaded ``session_id`` (the caller closes it)."""
+        client = self.client()
+        client.initialize()
+        assert client.load(session_id, cwd)["result"].keys() == {"modes", "configOptions"}
+        return client
+
+    def replayed(self, session_id: str, cwd: Path) -> list[Message]:
+        """What a fresh client is replayed on ``session/load`` (it attaches for a moment)."""
+        client = self.loaded(session_id, cwd)
+        try:
+            return client.updates(session_id)
+        finally:
+            client.close()
 
     def stderr(self) -> str:
         if not self._stderr.closed:
