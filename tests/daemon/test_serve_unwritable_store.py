@@ -13,6 +13,7 @@ import pytest
 
 from tests.daemon.conftest import KIND, StartDaemon
 from tests.daemon.telemetry_daemon import get, http_base
+from tests.support.daemon_process import DaemonProcess
 from tests.support.degraded_store import (
     crashed_session,
     degrade_and_recover,
@@ -43,14 +44,7 @@ def test_a_daemon_on_an_unwritable_disk_serves_what_is_stored_and_recovers(
     db = disk.path / "sessions.db"
     crashed_session(db, workdir)
     clear = disk.refuse_writes(condition)
-    daemon = start_daemon(
-        "--data-dir",
-        str(disk.path),
-        "--workers",
-        workers,
-        env_extra={"TOOLPREP_TOKEN": secrets.token_urlsafe(16)},
-    )
-    assert f"no daemon file: cannot write {disk.path / 'serve.json'}" in daemon.stderr()
+    daemon = _daemon_given_its_token(start_daemon, disk, workers)
     client = daemon.client()
     try:
         client.initialize()
@@ -65,6 +59,22 @@ def test_a_daemon_on_an_unwritable_disk_serves_what_is_stored_and_recovers(
         client.close()
     assert daemon.stop() == 0
     assert "can be written again" in daemon.stderr()
+
+
+def _daemon_given_its_token(
+    start_daemon: StartDaemon, disk: SmallDisk, workers: str
+) -> DaemonProcess:
+    """A daemon on the unwritable disk, given its token, as it must be: it cannot write the
+    daemon file that would say it."""
+    daemon = start_daemon(
+        "--data-dir",
+        str(disk.path),
+        "--workers",
+        workers,
+        env_extra={"TOOLPREP_TOKEN": secrets.token_urlsafe(16)},
+    )
+    assert f"no daemon file: cannot write {disk.path / 'serve.json'}" in daemon.stderr()
+    return daemon
 
 
 def test_a_daemon_without_its_token_and_its_file_refuses_to_start(
@@ -87,14 +97,7 @@ def test_a_daemon_on_an_empty_read_only_data_directory_starts_not_ready_and_reco
     workers: str,
 ) -> None:
     disk.read_only()
-    daemon = start_daemon(
-        "--data-dir",
-        str(disk.path),
-        "--workers",
-        workers,
-        env_extra={"TOOLPREP_TOKEN": secrets.token_urlsafe(16)},
-    )
-    assert f"no daemon file: cannot write {disk.path / 'serve.json'}" in daemon.stderr()
+    daemon = _daemon_given_its_token(start_daemon, disk, workers)
     ready = http_base(daemon) + "/readyz"
     assert get(ready).status == 503
     client = daemon.client()

@@ -14,6 +14,7 @@ import pytest
 from tests.support.degraded_store import NUMBERED_TURN, TURN, crashed_session, dead_owner
 from tests.support.runtime_harness import lifecycle
 from tests.support.small_disk import SmallDisk, small_disk
+from tests.support.sqlite_lock import write_locked
 from toolprep.messages import frames as fr
 from toolprep.runtime.store import SessionStore
 from toolprep.runtime.store.errors import SessionStoreReadOnly, StoreError
@@ -186,16 +187,11 @@ def test_a_lock_taken_after_start_refuses_new_sessions_and_lists_still(tmp_path:
     crashed_session(db)
     with SessionStore(db, busy_timeout=0.2) as store:
         assert store.database.read_only_cause is None
-        holder = sqlite3.connect(db, isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")  # another process takes the write lock now
-        try:
+        with write_locked(db):  # another process takes the write lock now
             assert [s.session_id for s in store.sessions.list_sessions()[0]] == ["sess_1"]
             with pytest.raises(SessionStoreReadOnly, match="read-only: database is locked"):
                 store.sessions.create("sess_2", "/work")
-            holder.execute("ROLLBACK")
-            store.sessions.create("sess_2", "/work")
-        finally:
-            holder.close()
+        store.sessions.create("sess_2", "/work")
 
 
 def test_numbers_a_read_only_store_could_not_mark_are_marked_once_it_recovers(
