@@ -38,7 +38,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Final, Literal, assert_never
+from typing import Final, Literal, assert_never, get_args
 
 from toolprep.messages.content import Part
 from toolprep.messages.modes import SessionMode
@@ -80,7 +80,7 @@ DEFAULT_GRACE_S = 30.0
 DetachedTurns = Literal["continue", "cancel"]
 """What becomes of a running turn once its last client is gone (``--detached-turns``)."""
 
-DETACHED_TURNS: Final[tuple[DetachedTurns, ...]] = ("continue", "cancel")
+DETACHED_TURNS: Final[tuple[DetachedTurns, ...]] = get_args(DetachedTurns)
 
 DEFAULT_MAX_DETACHED_S: Final = 6 * 3600.0
 """How long a turn goes on with nobody attached before it is cancelled: a long refactor
