@@ -122,6 +122,12 @@ def _check_bounds(args: argparse.Namespace) -> None:
     retain = getattr(args, "retain_days", None)
     if retain is not None and not (retain > 0 and math.isfinite(retain)):
         raise ValueError(f"--retain-days must be > 0 days, got {retain}")
+    idle = getattr(args, "idle_evict", None)
+    if idle is not None and not idle >= 0:  # also rejects NaN
+        raise ValueError(f"--idle-evict must be >= 0 seconds, got {idle}")
+    cache = getattr(args, "frame_cache_bytes", None)
+    if cache is not None and cache < 0:
+        raise ValueError(f"--frame-cache-bytes must be >= 0, got {cache}")
     detached = getattr(args, "max_detached", None)
     if detached is not None and not (detached > 0 and math.isfinite(detached)):
         raise ValueError(f"--max-detached must be > 0 seconds, got {detached}")

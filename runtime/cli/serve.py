@@ -29,6 +29,7 @@ from toolprep.runtime.daemon.session_pool import (
     DEFAULT_MAX_DETACHED_S,
     DETACHED_TURNS,
 )
+from toolprep.runtime.daemon.shared_session import DEFAULT_FRAME_CACHE_BYTES, StoredFrameCache
 from toolprep.runtime.hosting.assembly import configure_logging
 from toolprep.runtime.hosting.model_routes import resolve_provider_config
 from toolprep.runtime.mcp.policy import McpPolicy
@@ -125,9 +126,26 @@ def serve_arguments(serve: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_GRACE_S,
         metavar="SECONDS",
-        help="how long a session nobody is attached to stays open in memory once it is idle "
-        "(it stays stored), and, with --detached-turns cancel, how long its running turn goes "
-        f"on (default {DEFAULT_GRACE_S:g})",
+        help="with --detached-turns cancel, how long a running turn goes on once its last "
+        f"client is gone; also --idle-evict's default (default {DEFAULT_GRACE_S:g})",
+    )
+    serve.add_argument(
+        "--idle-evict",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="evict a session from memory once it has been idle with no client attached this "
+        "long: its frames, history and provider state are freed, it stays stored, and a load "
+        "or resume brings it back (default: --disconnect-grace)",
+    )
+    serve.add_argument(
+        "--frame-cache-bytes",
+        type=int,
+        default=DEFAULT_FRAME_CACHE_BYTES,
+        metavar="N",
+        help="compressed frames of finished turns a live session keeps for replays; older "
+        f"ones are read back from the store (default {DEFAULT_FRAME_CACHE_BYTES}; without a "
+        "store every frame is kept while the session is live)",
     )
     serve.add_argument(
         "--detached-turns",
@@ -425,6 +443,8 @@ def _serve_hosted(
             disconnect_grace_s=args.disconnect_grace,
             detached_turns=args.detached_turns,
             max_detached_s=args.max_detached,
+            idle_evict_s=args.idle_evict,
+            frame_cache=_frame_cache(args, hosted),
             max_message_bytes=args.max_line_bytes,
             max_connections=max_connections,
             max_buffered_bytes=args.max_send_buffer,
@@ -453,6 +473,13 @@ def _serve_hosted(
     if hosted.store is not None:
         hosted.store.close()
     return 0
+
+
+def _frame_cache(args: argparse.Namespace, hosted: Hosted) -> StoredFrameCache | None:
+    """The bound on live sessions' kept frames; None without a store (they are the log)."""
+    if hosted.store is None:
+        return None
+    return StoredFrameCache(hosted.store.frame_log, args.frame_cache_bytes)
 
 
 def _retention(args: argparse.Namespace, hosted: Hosted) -> Retention | None:

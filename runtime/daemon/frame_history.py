@@ -14,6 +14,13 @@ while it runs.
 
 A frame without a number (a gap mark a replay from the store adds) sits
 after the numbered frame before it: a replay after that frame includes it.
+
+With a store behind the session the cache is bounded: past a budget, the
+oldest finished turns whose frames the store holds are forgotten
+(``forget_stored``), and a replay that reaches back before what is kept reads
+that part from the store (``forgotten_through`` says where it ends). A session
+that runs for thousands of turns then costs its last turns' frames, not all of
+them; without a store this copy is the log and nothing is forgotten.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ class FrameHistory:
         self._last_place = 0
         self._open_bytes = 0
         self._sealed_bytes = 0
+        self._forgotten_through = 0
 
     def append(self, frame: bytes) -> None:
         if _SEPARATOR in frame:
@@ -73,10 +81,28 @@ class FrameHistory:
             return
         block = _Block(zlib.compress(_SEPARATOR.join(self._open), _LEVEL), self._places)
         self._sealed.append(block)
-        self._sealed_bytes += len(block.data) + block.places.itemsize * len(block.places)
+        self._sealed_bytes += _size(block)
         self._open.clear()
         self._places = array("q")
         self._open_bytes = 0
+
+    def forget_stored(self, budget_bytes: int, stored_seq: int) -> None:
+        """Drop the oldest finished turns while the finished ones take more than
+        ``budget_bytes``, each only if every number in it is ``stored_seq`` or lower (the
+        store holds it, or has its gap mark, and a replay can read it back from there)."""
+        while self._sealed and self._sealed_bytes > budget_bytes:
+            oldest = self._sealed[0]
+            if not 2 <= oldest.places[-1] <= 2 * stored_seq + 1:
+                return  # unnumbered frames (no store numbered them), or not all stored yet
+            self._sealed.pop(0)
+            self._sealed_bytes -= _size(oldest)
+            self._forgotten_through = max(self._forgotten_through, oldest.places[-1] // 2)
+
+    @property
+    def forgotten_through(self) -> int:
+        """The number of the last frame forgotten: a replay of frames up to it reads them from
+        the store; 0 while nothing is."""
+        return self._forgotten_through
 
     @property
     def last_seq(self) -> int:
@@ -104,6 +130,15 @@ class FrameHistory:
         return self.after(-1)
 
     @property
-    def stored_bytes(self) -> int:
+    def sealed_bytes(self) -> int:
+        """What the finished turns' compressed blocks take."""
+        return self._sealed_bytes
+
+    @property
+    def kept_bytes(self) -> int:
         """What the frames take here (compressed blocks plus the open turn's frames)."""
         return self._sealed_bytes + self._open_bytes
+
+
+def _size(block: _Block) -> int:
+    return len(block.data) + block.places.itemsize * len(block.places)

@@ -16,10 +16,13 @@ same one ``toolprep acp`` runs on stdio. What changes is ownership:
   ``max_detached_s`` is cancelled, the reason said in the session; with
   ``"cancel"`` it is cancelled once the last client has been gone for
   ``grace_s``, as stdin EOF cancels it for ``toolprep acp``. An idle session
-  nobody is attached to is closed in the host after ``grace_s``, which bounds
-  memory: with a store behind it its history and frames stay stored (loading
-  it brings it back); without one (``--no-persist``) nobody could load it
-  again anyway;
+  nobody is attached to is evicted (closed in the host: its frames, history
+  and provider state leave memory) after ``idle_evict_s`` (default
+  ``grace_s``), which bounds memory by what is in use: with a store behind it
+  its history and frames stay stored (loading it brings it back); without one
+  (``--no-persist``) nobody could load it again anyway;
+- ``frame_cache`` bounds the frames a live session keeps for replays, the
+  store holding the rest (without it, every frame is kept while it is live);
 - ``session/list`` pages (``LIST_PAGE_SIZE`` sessions and a ``nextCursor``),
   with a store or without;
 - ``max_sessions`` bounds the sessions open at once;
@@ -45,7 +48,11 @@ from toolprep.messages.modes import SessionMode
 from toolprep.messages.permissions import PermissionOutcome
 from toolprep.messages.turns import TurnResult, UserMessage
 from toolprep.runtime.daemon.grace_timers import GraceTimers
-from toolprep.runtime.daemon.shared_session import ClientConnection, SharedSession
+from toolprep.runtime.daemon.shared_session import (
+    ClientConnection,
+    SharedSession,
+    StoredFrameCache,
+)
 from toolprep.runtime.kernel.session_host import (
     NO_EDITOR,
     EditorAnswer,
@@ -101,10 +108,18 @@ class SessionPool:
         grace_s: float = DEFAULT_GRACE_S,
         detached_turns: DetachedTurns = "continue",
         max_detached_s: float = DEFAULT_MAX_DETACHED_S,
+        idle_evict_s: float | None = None,
+        frame_cache: StoredFrameCache | None = None,
         mcp_policy: McpPolicy | None = None,
         metrics: Metrics = NO_METRICS,
     ) -> None:
         """``mcp_policy`` defaults to allowing clients no MCP server."""
+        if idle_evict_s is None:
+            idle_evict_s = grace_s
+        if not idle_evict_s >= 0:  # also rejects NaN
+            raise ValueError(f"idle_evict_s must be >= 0 seconds, got {idle_evict_s}")
+        if frame_cache is not None and frame_cache.budget_bytes < 0:
+            raise ValueError(f"the frame cache must be >= 0 bytes, got {frame_cache.budget_bytes}")
         if max_sessions is not None and max_sessions < 1:
             raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
         if detached_turns not in DETACHED_TURNS:
@@ -117,6 +132,8 @@ class SessionPool:
         self.grace_s = grace_s
         self.detached_turns: DetachedTurns = detached_turns
         self.max_detached_s = max_detached_s
+        self.idle_evict_s = idle_evict_s
+        self.frame_cache = frame_cache
         self.mcp_policy = mcp_policy or McpPolicy()
         self._lock = threading.Lock()
         self._sessions: dict[str, SharedSession] = {}
@@ -140,6 +157,13 @@ class SessionPool:
         with self._lock:
             live = list(self._sessions.values())
         return sum(shared.attached for shared in live)
+
+    @property
+    def cached_frame_bytes(self) -> int:
+        """What the live sessions' kept frames take in memory."""
+        with self._lock:
+            live = list(self._sessions.values())
+        return sum(shared.kept_bytes for shared in live)
 
     def shutdown(self, timeout: float = 10.0) -> None:
         with self._lock:
@@ -207,6 +231,7 @@ class SessionPool:
         except BaseException:
             self._forget(session_id)
             raise
+        shared.restored()
         shared.attach(client, replay=replay, after_seq=after_seq)
 
     def session(self, session_id: str) -> SharedSession:
@@ -304,7 +329,7 @@ class SessionPool:
                 raise ValueError(f"a session with this id is already open: {session_id}")
             if self.max_sessions is not None and len(self._sessions) >= self.max_sessions:
                 raise SessionLimitReached(self.max_sessions)
-            shared = SharedSession(session_id, self.host, cwd)
+            shared = SharedSession(session_id, self.host, cwd, self.frame_cache)
             self._sessions[session_id] = shared
         return shared
 
@@ -323,7 +348,7 @@ class SessionPool:
     def _unattended_after(self, running: bool) -> float:
         """How long a session nobody is attached to is left as it is."""
         if not running:
-            return self.grace_s
+            return self.idle_evict_s
         match self.detached_turns:
             case "continue":
                 return self.max_detached_s
@@ -348,10 +373,10 @@ class SessionPool:
                 reason = f"turn cancelled: no client was attached for {waited:g} s"
                 self.host.cancel(session_id, reason)  # its end starts the next grace period
             elif self.archive is not None:
-                logger.info("no client came back to %s: closing it (it stays stored)", session_id)
+                logger.info("%s idle with no client: evicted (it stays stored)", session_id)
                 self.close(session_id)
             else:
-                logger.info("no client came back to %s: closing it (nothing keeps it)", session_id)
+                logger.info("%s idle with no client: closed (nothing keeps it)", session_id)
                 self.close(session_id)
         except UnknownSession:
             self._forget(session_id)

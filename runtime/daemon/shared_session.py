@@ -11,6 +11,8 @@ sink); the shared session fans it out to every attached connection:
   connection's send buffer, outside the lock, so the frames of this and
   every other session go on meanwhile); live frames that come during it
   wait in a catch-up list and follow it;
+- with a store behind it, the frames kept are bounded (``StoredFrameCache``):
+  older finished turns are read back from the store when a replay reaches them;
 - a permission request goes to every attached connection, and to each one
   that attaches while it is unanswered; the first answer wins and the
   other connections' requests are withdrawn (``$/cancel_request``);
@@ -25,7 +27,8 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol, assert_never, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, assert_never, runtime_checkable
 
 import orjson
 
@@ -40,7 +43,13 @@ from toolprep.runtime.kernel.session_host import (
     WriteTextFile,
 )
 
-__all__ = ["ClientConnection", "SharedSession"]
+__all__ = [
+    "DEFAULT_FRAME_CACHE_BYTES",
+    "ClientConnection",
+    "SharedSession",
+    "StoredFrameCache",
+    "StoredFrames",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +60,29 @@ frame is written anyway, and a client that still reads nothing is cut off as a s
 CAUGHT_UP_BYTES = 64 * 1024
 """Live frames held during a replay up to this size are sent under the lock at its end;
 more are replayed (paced) again first."""
+
+
+DEFAULT_FRAME_CACHE_BYTES: Final = 1024 * 1024
+"""Compressed finished turns a live session keeps for replays (``--frame-cache``): a few
+hundred ordinary turns; anything older is read back from the store."""
+
+
+class StoredFrames(Protocol):
+    """Where a session's frames are stored: the store's ``FrameLog``."""
+
+    def last_seq(self, session_id: str) -> int: ...
+
+    def encoded_frames(
+        self, session_id: str, after_seq: int = 0, through_seq: int | None = None
+    ) -> tuple[bytes, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFrameCache:
+    """A bound on a session's kept frames, and the store that holds what it forgets."""
+
+    store: StoredFrames
+    budget_bytes: int = DEFAULT_FRAME_CACHE_BYTES
 
 
 @runtime_checkable
@@ -69,7 +101,10 @@ class ClientConnection(Protocol):
 class SharedSession:
     """The ``FrameSink`` a daemon gives the host for one session. Thread-safe."""
 
-    def __init__(self, session_id: str, host: SessionHost, cwd: str) -> None:
+    def __init__(
+        self, session_id: str, host: SessionHost, cwd: str, cache: StoredFrameCache | None = None
+    ) -> None:
+        """Without ``cache`` (no store) every frame is kept: this copy is the session's log."""
         self.session_id = session_id
         self.cwd = cwd
         self.created_at = time.time()
@@ -80,6 +115,7 @@ class SharedSession:
         self._catching_up: dict[ClientConnection, list[bytes]] = {}
         """Clients being replayed to, with the live frames that wait for the replay's end."""
         self._frames = FrameHistory()
+        self._cache = cache
         self._permissions: dict[str, RequestPermission] = {}
         self._driver: ClientConnection | None = None
         self._turns = 0
@@ -140,7 +176,10 @@ class SharedSession:
         if replay:
             with self._lock:
                 self._catching_up.setdefault(client, [])  # a second load joins the first's list
+                forgotten = self._frames.forgotten_through
                 backlog = list(self._frames.after(after_seq))
+            if forgotten > after_seq:
+                backlog[:0] = self._read_forgotten(client, after_seq, forgotten)
             unanswered = self._catch_up(client, backlog)
             if unanswered is None:
                 return  # detached meanwhile, or its connection broke
@@ -149,6 +188,40 @@ class SharedSession:
                 unanswered = self._join_locked(client)
         for request in unanswered:
             self._ask(client, request)
+
+    def _read_forgotten(
+        self, client: ClientConnection, after_seq: int, through_seq: int
+    ) -> tuple[bytes, ...]:
+        """The frames after ``after_seq`` up to ``through_seq`` that only the store keeps now;
+        read outside the lock, so the session's live frames go on meanwhile."""
+        assert self._cache is not None  # nothing is forgotten without a store
+        try:
+            return self._cache.store.encoded_frames(self.session_id, after_seq, through_seq)
+        except BaseException:
+            with self._lock:
+                self._catching_up.pop(client, None)
+            raise
+
+    def restored(self) -> None:
+        """The store's frames were replayed into this session as it opened: they are kept as
+        a finished turn, within the cache's bound."""
+        with self._lock:
+            self._frames.seal()
+            self._forget_stored()
+
+    def _forget_stored(self) -> None:
+        """Under the lock: forget the oldest finished turns past the cache's budget."""
+        cache = self._cache
+        if cache is None or self._frames.sealed_bytes <= cache.budget_bytes:
+            return
+        try:
+            stored_seq = cache.store.last_seq(self.session_id)
+        except Exception as exc:  # the store is failing: keep the frames until it answers
+            logger.info(
+                "frames of %s kept: the store did not say what it holds: %r", self.session_id, exc
+            )
+            return
+        self._frames.forget_stored(cache.budget_bytes, stored_seq)
 
     def _join_locked(self, client: ClientConnection) -> list[RequestPermission]:
         """Attach ``client`` (once); the permission requests it is to be asked."""
@@ -224,6 +297,7 @@ class SharedSession:
                 # Closing the turn settled them in the host; nobody can answer them now.
                 self._permissions.clear()
                 self._frames.seal()
+                self._forget_stored()
 
     @property
     def attached(self) -> int:
@@ -234,7 +308,7 @@ class SharedSession:
     def kept_bytes(self) -> int:
         """What this session's kept frames take in memory."""
         with self._lock:
-            return self._frames.stored_bytes
+            return self._frames.kept_bytes
 
     @property
     def running(self) -> bool:

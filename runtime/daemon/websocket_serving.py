@@ -25,6 +25,7 @@ from toolprep.runtime.daemon.session_pool import (
     DEFAULT_MAX_DETACHED_S,
     DetachedTurns,
 )
+from toolprep.runtime.daemon.shared_session import StoredFrameCache
 from toolprep.runtime.kernel.event_loops import EventLoopChoice
 from toolprep.runtime.kernel.session_host import SessionArchive, SessionHost
 from toolprep.runtime.mcp.policy import McpPolicy
@@ -52,6 +53,8 @@ def serve_websocket(
     disconnect_grace_s: float = DEFAULT_GRACE_S,
     detached_turns: DetachedTurns = "continue",
     max_detached_s: float = DEFAULT_MAX_DETACHED_S,
+    idle_evict_s: float | None = None,
+    frame_cache: StoredFrameCache | None = None,
     max_message_bytes: int = DEFAULT_MAX_LINE_BYTES,
     max_connections: int = 1000,
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
@@ -85,7 +88,9 @@ def serve_websocket(
     open sessions. A session's running turn goes on with no client attached: to its end
     (``detached_turns="continue"``) unless left alone for ``max_detached_s``, or for
     ``disconnect_grace_s`` only (``"cancel"``); an idle session nobody is attached to is
-    closed in memory after ``disconnect_grace_s`` (it stays stored). The other limits are
+    evicted from memory after ``idle_evict_s`` (default ``disconnect_grace_s``; it stays
+    stored). ``frame_cache`` (the store's ``frame_log`` and a budget) bounds the frames a
+    live session keeps for replays; without it all are kept while it is live. The other limits are
     the server's (``AcpServer``): message size, connections, bytes buffered per connection,
     pings. ``meta`` is what ``initialize`` says under ``_meta.toolprep``; ``log_level``
     (``"INFO"``, say) sends the log to stderr at that level (default: logging left as the
@@ -120,6 +125,8 @@ def serve_websocket(
         grace_s=disconnect_grace_s,
         detached_turns=detached_turns,
         max_detached_s=max_detached_s,
+        idle_evict_s=idle_evict_s,
+        frame_cache=frame_cache,
         mcp_policy=mcp_policy,
         metrics=telemetry.metrics if telemetry is not None else NO_METRICS,
     )

@@ -15,7 +15,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -194,9 +194,12 @@ class FrameLog:
             ).fetchall()
         return frozenset(call_id for (call_id,) in rows if isinstance(call_id, str))
 
-    def encoded_frames(self, session_id: str, after_seq: int = 0) -> tuple[bytes, ...]:
-        """The frame log after frame ``after_seq``, as stored (compact JSON), for a replay that
-        relays bytes as they are; where numbers are missing, a ``gap_mark`` says so.
+    def encoded_frames(
+        self, session_id: str, after_seq: int = 0, through_seq: int | None = None
+    ) -> tuple[bytes, ...]:
+        """The frame log after frame ``after_seq`` (up to ``through_seq``, or its end), as
+        stored (compact JSON), for a replay that relays bytes as they are; where numbers are
+        missing, a ``gap_mark`` says so.
 
         Decoding and encoding again cost a long session's replay a third of its
         time; the store wrote these bytes itself, and each is checked to be one
@@ -205,8 +208,9 @@ class FrameLog:
         with self._database.transaction(f"load the frames of {session_id}", read=True) as db:
             require_session(db, session_id)
             rows = db.execute(
-                "SELECT seq, frame FROM frames WHERE session_id = ? AND seq > ? ORDER BY seq",
-                (session_id, after_seq),
+                "SELECT seq, frame FROM frames WHERE session_id = ? AND seq > ? AND seq <= ? "
+                "ORDER BY seq",
+                (session_id, after_seq, _LAST_SEQ if through_seq is None else through_seq),
             ).fetchall()
             reserved, exact = _reserved(db, session_id)
             (owner,) = db.execute(
@@ -225,12 +229,22 @@ class FrameLog:
                 frames.append(orjson.dumps(gap_mark(seq - expected, expected - 1)))
             frames.append(frame)
             expected = seq + 1
+        if through_seq is not None:
+            # A part of the log (a live session's older frames): numbers missing at its end
+            # were refused, as any inside it were.
+            if through_seq >= expected:
+                frames.append(orjson.dumps(gap_mark(through_seq - expected + 1, expected - 1)))
+            return tuple(frames)
         # Numbers reserved past the last stored frame by a process that no longer serves the
         # session (one that does still numbers on, and stores, what it shows).
         if reserved >= expected and not (owner is not None and owner_alive(owner)):
             cause: GapCause = "refused" if exact else "stopped"
             frames.append(orjson.dumps(gap_mark(reserved - expected + 1, expected - 1, cause)))
         return tuple(frames)
+
+
+_LAST_SEQ: Final = 2**63 - 1
+"""SQLite's largest integer: no frame is numbered past it."""
 
 
 def _write_seal(

@@ -34,6 +34,7 @@ __all__ = [
     "EVENT_LOOP_LAG",
     "FAST_SECONDS",
     "FIRST_CHUNK",
+    "FRAMES_CACHED_BYTES",
     "INSTRUMENTS",
     "NO_METRICS",
     "PERMISSION_REQUESTS",
@@ -133,6 +134,12 @@ CLIENTS_ATTACHED: Final = InstrumentSpec(
     "observable_up_down_counter",
     "{client}",
     "Client connections attached to sessions, counted once per session they attach to.",
+)
+FRAMES_CACHED_BYTES: Final = InstrumentSpec(
+    "toolprep.frames.cached.bytes",
+    "observable_up_down_counter",
+    "By",
+    "Bytes of frames the daemon keeps in memory for replays, over its live sessions.",
 )
 CONNECTIONS_OPEN: Final = InstrumentSpec(
     "toolprep.connections.open",
@@ -251,6 +258,7 @@ INSTRUMENTS: Final = (
     TURNS,
     SESSIONS_LIVE,
     CLIENTS_ATTACHED,
+    FRAMES_CACHED_BYTES,
     CONNECTIONS_OPEN,
     SEND_BUFFER_BYTES,
     WORKER_RESTARTS,
@@ -266,6 +274,9 @@ class SessionReadings(Protocol):
 
     @property
     def attached_clients(self) -> int: ...
+
+    @property
+    def cached_frame_bytes(self) -> int: ...
 
 
 class ConnectionReadings(Protocol):
@@ -286,7 +297,8 @@ class Metrics:
         """A prompt turn was answered (``outcome`` is its stop reason, or ``error``)."""
 
     def observe_sessions(self, readings: SessionReadings) -> None:
-        """Read live sessions and attached clients from ``readings`` at each collection."""
+        """Read live sessions, attached clients and cached frames from ``readings`` at each
+        collection."""
 
     def observe_connections(self, readings: ConnectionReadings) -> None:
         """Read open connections and buffered bytes from ``readings`` at each collection."""

@@ -17,6 +17,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from toolprep.runtime.telemetry.instruments import (
     CLIENTS_ATTACHED,
     CONNECTIONS_OPEN,
+    FRAMES_CACHED_BYTES,
     SEND_BUFFER_BYTES,
     SESSIONS_LIVE,
     TURNS,
@@ -42,7 +43,14 @@ class OtelMetrics(Metrics):
         self._turns = meter.create_counter(TURNS.name, TURNS.unit, TURNS.description)
         self._lock = threading.Lock()
         self._readings: dict[str, Reading] = {}
-        for spec in (SESSIONS_LIVE, CLIENTS_ATTACHED, CONNECTIONS_OPEN, SEND_BUFFER_BYTES):
+        observed = (
+            SESSIONS_LIVE,
+            CLIENTS_ATTACHED,
+            FRAMES_CACHED_BYTES,
+            CONNECTIONS_OPEN,
+            SEND_BUFFER_BYTES,
+        )
+        for spec in observed:
             meter.create_observable_up_down_counter(
                 spec.name, [self._callback(spec)], spec.unit, spec.description
             )
@@ -59,6 +67,7 @@ class OtelMetrics(Metrics):
     def observe_sessions(self, readings: SessionReadings) -> None:
         self._read(SESSIONS_LIVE, lambda: readings.open_sessions)
         self._read(CLIENTS_ATTACHED, lambda: readings.attached_clients)
+        self._read(FRAMES_CACHED_BYTES, lambda: readings.cached_frame_bytes)
 
     def observe_connections(self, readings: ConnectionReadings) -> None:
         self._read(CONNECTIONS_OPEN, lambda: readings.connections)

@@ -54,7 +54,7 @@ def test_finished_turns_take_a_fraction_of_their_size() -> None:
             history.append(frame)
             raw += len(frame)
         history.seal()
-    assert history.stored_bytes * 4 < raw
+    assert history.kept_bytes * 4 < raw
 
 
 def test_a_frame_with_a_raw_newline_is_refused() -> None:
@@ -100,3 +100,58 @@ def test_a_log_without_numbers_is_replayed_whole_whatever_the_client_asks_after(
         history.append(frame)
     assert history.last_seq == 0
     assert list(history.after(3)) == sent
+
+
+def _numbered_turns(count: int) -> list[list[bytes]]:
+    """``count`` turns numbered one after the other from frame 1."""
+    turns, first = [], 1
+    for number in range(count):
+        turn = _numbered(_turn(number), first)
+        turns.append(turn)
+        first += len(turn)
+    return turns
+
+
+def test_past_its_budget_the_oldest_stored_turns_are_forgotten_and_the_rest_kept() -> None:
+    history = FrameHistory()
+    turns = _numbered_turns(40)
+    for turn in turns:
+        for frame in turn:
+            history.append(frame)
+        history.seal()
+    one_turn = history.sealed_bytes // 40
+    last = history.last_seq
+    history.forget_stored(budget_bytes=10 * one_turn, stored_seq=last)
+    assert history.sealed_bytes <= 10 * one_turn
+    through = history.forgotten_through
+    ends = [frames.seq_of_encoded(turn[-1]) for turn in turns]
+    assert 0 < through < last and through in ends  # whole turns are forgotten
+    kept = [frame for turn in turns[ends.index(through) + 1 :] for frame in turn]
+    assert list(history.after(0)) == kept  # the rest is the store's to replay
+    assert list(history.after(last - 3)) == kept[-3:]
+
+
+def test_a_turn_the_store_does_not_hold_yet_is_kept_whatever_the_budget() -> None:
+    history = FrameHistory()
+    turns = _numbered_turns(3)
+    for turn in turns:
+        for frame in turn:
+            history.append(frame)
+        history.seal()
+    stored_through = frames.seq_of_encoded(turns[0][-1])
+    assert stored_through is not None
+    history.forget_stored(budget_bytes=0, stored_seq=stored_through)
+    assert history.forgotten_through == stored_through
+    assert list(history) == [*turns[1], *turns[2]]
+    history.forget_stored(budget_bytes=0, stored_seq=stored_through + 3)  # part of turn 2 only
+    assert list(history) == [*turns[1], *turns[2]]
+
+
+def test_frames_without_numbers_are_never_forgotten() -> None:
+    history = FrameHistory()
+    sent = _turn(0)
+    for frame in sent:
+        history.append(frame)
+    history.seal()
+    history.forget_stored(budget_bytes=0, stored_seq=10**6)
+    assert list(history) == sent and history.forgotten_through == 0

@@ -157,6 +157,24 @@ def test_a_replay_resumes_after_a_frame_and_marks_frames_the_log_lacks(db: Path)
             store.frame_log.append_frames("sess_1", NUMBERED_TURN[3:])
 
 
+def test_a_part_of_the_log_ends_where_asked_and_marks_what_it_lacks_there(db: Path) -> None:
+    """What a live session's replay reads of the turns it no longer keeps in memory."""
+    with SessionStore(db) as store:
+        store.sessions.create("sess_1", "/work")
+        store.frame_log.append_frames("sess_1", NUMBERED_TURN[:1])
+        store.frame_log.append_frames("sess_1", NUMBERED_TURN[3:])  # 2 and 3 never stored
+
+        def part(after_seq: int, through_seq: int) -> list[dict[str, object]]:
+            encoded = store.frame_log.encoded_frames("sess_1", after_seq, through_seq)
+            return [orjson.loads(f) for f in encoded]
+
+        assert part(0, 1) == NUMBERED_TURN[:1]
+        assert part(0, 2) == [NUMBERED_TURN[0], fr.gap_mark(1, 1)]  # missing at the end
+        assert part(0, 4) == [NUMBERED_TURN[0], fr.gap_mark(2, 1), NUMBERED_TURN[3]]
+        assert part(1, 4) == [fr.gap_mark(2, 1), NUMBERED_TURN[3]]
+        assert part(3, 4) == NUMBERED_TURN[3:] and part(4, 4) == []
+
+
 def test_numbers_reserved_and_never_stored_are_marked_and_never_reused(db: Path) -> None:
     """A process that reserved numbers and died having stored fewer: the next one numbers on
     after every reserved number, behind a stored gap mark for them (as a bound); a replay
