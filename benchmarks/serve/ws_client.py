@@ -74,6 +74,11 @@ class WsLoadClient:
             if unanswered is not None or on_result is None:
                 raise
 
+    def notify(self, method: str, params: Any) -> None:
+        """Send a notification (``session/cancel``): no id, no answer."""
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        self.socket.send(orjson.dumps(message), text=True)
+
     def call(self, method: str, params: Any, timeout: float = CALL_TIMEOUT_S) -> Line:
         """Blocking request for set-up steps (never call it from the reader thread)."""
         return h.blocking_call(self.request, method, params, timeout)
