@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolprep.actors.base import EMITTER, SUPERVISOR, TRACKER, Handlers, RoleActor
@@ -303,18 +303,32 @@ class PreparationTracker(RoleActor):
 
 
 def _merge_text(parts: list[Part]) -> list[Part]:
-    """Join consecutive text (and consecutive thought) fragments for history."""
+    """Join consecutive text (and consecutive thought) fragments for history.
+
+    A run's fragments are collected and joined once at the end (``str.join``), so a
+    reply of n fragments costs O(n): adding them one by one would copy the text so far
+    each time, quadratic in a long reply, on the role every session shares. A signed
+    thought ends its run (the signature is the last fragment's).
+    """
     merged: list[Part] = []
+    pieces: list[list[str]] = []  # beside each merged part, its text's fragments
     for part in parts:
         last = merged[-1] if merged else None
         if isinstance(part, TextPart) and isinstance(last, TextPart):
-            merged[-1] = TextPart(last.text + part.text)
+            pieces[-1].append(part.text)
         elif (
             isinstance(part, ThoughtPart)
             and isinstance(last, ThoughtPart)
             and last.signature is None
         ):
-            merged[-1] = ThoughtPart(last.text + part.text, part.signature)
+            pieces[-1].append(part.text)
+            merged[-1] = ThoughtPart(last.text, part.signature)
         else:
             merged.append(part)
+            pieces.append([part.text] if isinstance(part, TextPart | ThoughtPart) else [])
+    for index, fragments in enumerate(pieces):
+        if len(fragments) > 1:
+            joined = merged[index]
+            assert isinstance(joined, TextPart | ThoughtPart)
+            merged[index] = replace(joined, text="".join(fragments))
     return merged

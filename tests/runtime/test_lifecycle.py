@@ -413,3 +413,24 @@ def test_refusal_discards_calls_and_stops(kind: str, tmp_path: Path) -> None:
         assert result.stop_reason == "refusal"
         assert lifecycle(sink.frames()) == {"call_paris": ["preparing", "discarded"]}
         assert h.tool.executed == []
+
+
+def test_a_long_reply_in_small_fragments_goes_back_to_the_model_whole(tmp_path: Path) -> None:
+    """The tracker joins a reply's fragments for history once (linear in the reply), the
+    thinking apart from the text and with its signature."""
+    thinking = "".join(f"step {n}; " for n in range(200))
+    answer = "".join(f"word{n} " for n in range(400))
+    with harness("anthropic", tmp_path) as h:
+        h.server.enqueue(
+            sc.ok(sc.anthropic_sse(text=answer, thinking=thinking, fragment_size=3)),
+            sc.ok(sc.text_turn("anthropic")),
+        )
+        sid, sink = h.session()
+        h.turn(sid, sink)
+        h.turn(sid, sink)
+        [_, replied, _] = h.server.requests[1].body["messages"]
+        assert replied["role"] == "assistant"
+        assert replied["content"] == [
+            {"type": "thinking", "thinking": thinking, "signature": "c2lnbmF0dXJl"},
+            {"type": "text", "text": answer},
+        ]
