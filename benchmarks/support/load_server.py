@@ -14,6 +14,10 @@ benchmark): the first tool call's opener and ``STALL_AFTER_FRAGMENTS`` argument
 fragments are sent, then nothing more until the client hangs up. So the runtime has
 shown a preparing card that only a cancel can end.
 
+A prompt that reads ``long reply: N x S`` is answered, unpaced and without tools, with a
+text reply of ``N`` fragments of ``S`` characters each (``long_reply_prompt``): one session
+producing far more than the others, for the fairness benchmark.
+
 ``--tool read_file`` makes every tool call a ``read_file`` of ``BENCH_FILE`` instead of
 ``bench_tool``: an agent started as ``toolprep acp`` has only the built-in tools, and that
 one needs no permission and costs next to nothing. Its arguments come in about as many
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -46,7 +51,14 @@ from toolprep.testing import (
     split_sse_events,
 )
 
-__all__ = ["BENCH_FILE", "STALL_AFTER_FRAGMENTS", "TOOLS", "TurnMaker", "main"]
+__all__ = [
+    "BENCH_FILE",
+    "STALL_AFTER_FRAGMENTS",
+    "TOOLS",
+    "TurnMaker",
+    "long_reply_prompt",
+    "main",
+]
 
 STALL_AFTER_FRAGMENTS = 3
 """Argument fragments of the first tool call sent before a ``--stall`` stream hangs."""
@@ -64,6 +76,36 @@ fragments (about a dozen) as ``bench_tool``'s long ones."""
 
 _STAMP = "@SENT_NS@"
 """Stands in a tool-call id for the send time, written in just before the event leaves."""
+
+
+_LONG_REPLY = re.compile(r"long reply: (\d+) x (\d+)")
+
+
+def long_reply_prompt(fragments: int, size: int) -> str:
+    """The prompt the server answers with ``fragments`` text fragments of ``size`` characters."""
+    return f"long reply: {fragments} x {size}"
+
+
+def _long_reply(body: Any) -> tuple[int, int] | None:
+    """``(fragments, size)`` if the request's last message asks for a long reply."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return None
+    found = _LONG_REPLY.search(str(messages[-1].get("content")))
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def _long_reply_events(fragments: int, size: int, anthropic: bool) -> Iterator[bytes]:
+    """The reply's events, made as they are sent: a million of them are not held at once."""
+    fragment = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
+    builder = anthropic_sse if anthropic else openai_sse
+    # One fragment's transcript: the events before the text, its one delta, the ones after.
+    events = split_sse_events(builder(fragment, fragment_size=size))
+    text_at = next(i for i, event in enumerate(events) if fragment.encode() in event)
+    yield from events[:text_at]
+    for _ in range(fragments):
+        yield events[text_at]
+    yield from events[text_at + 1 :]
 
 
 def _tool_args(rng: random.Random) -> dict[str, object]:
@@ -112,8 +154,11 @@ class TurnMaker:
         self._lock = threading.Lock()  # handler threads share the random sequence
 
     def __call__(self, request: RecordedRequest) -> ScriptedResponse:
-        with_tools = _wants_tools(request.body)
         anthropic = request.path.endswith("/messages")
+        long_reply = _long_reply(request.body)
+        if long_reply is not None:
+            return ScriptedResponse(events=_long_reply_events(*long_reply, anthropic))
+        with_tools = _wants_tools(request.body)
         with self._lock:
             n = next(self._counter)
             calls = self._calls(n, anthropic) if with_tools else []
