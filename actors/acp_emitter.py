@@ -106,8 +106,12 @@ class AcpEmitter(RoleActor):
         for send_updates, frames in batches.items():
             self._write(send_updates, frames)
         observer = self.directory.observer
+        credit = self.directory.read_credit
         for write in msg.writes:
-            observer.frames_written(write.session_id, write.updates)
+            if write.updates:
+                observer.frames_written(write.session_id, write.updates)
+            if write.read:
+                credit.give_back(write.session_id, write.read)
         for future, unstored in stored:
             _resolve(future, unstored)
 

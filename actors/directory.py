@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import pykka
 
 from toolprep.actors.pykka_compat import told_messages
+from toolprep.actors.read_credit import ReadCredit
 from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 
 logger = logging.getLogger(__name__)
@@ -48,8 +49,9 @@ class RestartBudgetExceeded(RuntimeError):
 
 
 class RoleDirectory:
-    """Name -> live actor, with restart-on-crash inside a budget per role; and the
-    ``observer`` every role tells what it did (``runtime.kernel.observer``)."""
+    """Name -> live actor, with restart-on-crash inside a budget per role; the
+    ``observer`` every role tells what it did (``runtime.kernel.observer``); and the
+    ``read_credit`` that paces each session's stream to the roles (``actors.read_credit``)."""
 
     def __init__(
         self,
@@ -59,6 +61,7 @@ class RoleDirectory:
         observer: TurnObserver = NO_OBSERVER,
     ) -> None:
         self.observer = observer
+        self.read_credit = ReadCredit()
         self._refs: dict[str, pykka.ActorRef[Any]] = {}
         self._factories: dict[str, RoleFactory] = {}
         self._crashes: dict[str, deque[float]] = {}

@@ -139,14 +139,15 @@ class PreparationTracker(RoleActor):
     def on_chunks(self, msg: ChunksReceived) -> None:
         """Each attempt's chunks in the order read, the frames of all in one hop: reading
         chunks sends nothing else, so no other role's frame can need to come between."""
-        writes = [write for batch in msg.batches if (write := self._frames_for(batch))]
+        # Every batch gets a write, frames or not: the emitter gives its read credit back.
+        writes = tuple(self._frames_for(batch) for batch in msg.batches)
         if writes:
-            self.directory.tell(EMITTER, WriteFrames(tuple(writes)))
+            self.directory.tell(EMITTER, WriteFrames(writes))
 
-    def _frames_for(self, batch: AttemptChunks) -> SessionFrames | None:
+    def _frames_for(self, batch: AttemptChunks) -> SessionFrames:
         live = self._live(batch.session_id, batch.attempt)
         if live is None or live[1].stream_closed:
-            return None
+            return SessionFrames(batch.session_id, (), read=batch.weight)
         track, attempt = live
         updates: list[dict[str, Any]] = []
         named = len(attempt.order)
@@ -160,7 +161,7 @@ class PreparationTracker(RoleActor):
                     observer.tool_named(
                         batch.session_id, entry.call_id, entry.tool_name, batch.received_at
                     )
-        return SessionFrames(batch.session_id, tuple(updates)) if updates else None
+        return SessionFrames(batch.session_id, tuple(updates), read=batch.weight)
 
     def _read_chunk(
         self,

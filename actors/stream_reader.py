@@ -21,6 +21,7 @@ from typing import Any
 
 from toolprep.actors.base import READER, SUPERVISOR, TRACKER, Handlers, RoleActor
 from toolprep.actors.directory import RoleDirectory
+from toolprep.actors.read_credit import chunk_weight
 from toolprep.messages.content import GenerateContentResponse, TextPart
 from toolprep.messages.turns import (
     AttemptChunks,
@@ -43,6 +44,13 @@ from toolprep.runtime.providers.routes import ModelRoute
 logger = logging.getLogger(__name__)
 
 
+@dataclass(slots=True)
+class _Pending:
+    received_at: float
+    chunks: list[GenerateContentResponse]
+    weight: int
+
+
 class ChunkOutbox:
     """Chunks read in one loop iteration, by attempt, handed to the tracker in one message.
 
@@ -55,28 +63,34 @@ class ChunkOutbox:
     def __init__(self, directory: RoleDirectory, loop: asyncio.AbstractEventLoop) -> None:
         self._directory = directory
         self._loop = loop
-        self._pending: dict[tuple[str, int], tuple[float, list[GenerateContentResponse]]] = {}
+        self._pending: dict[tuple[str, int], _Pending] = {}
 
-    def add(self, session_id: str, attempt: int, chunk: GenerateContentResponse) -> None:
+    def add(
+        self, session_id: str, attempt: int, chunk: GenerateContentResponse, weight: int = 1
+    ) -> None:
+        """Keep ``chunk`` for the next hand-over; ``weight`` is the read credit it took."""
         if not self._pending:
             self._loop.call_soon(self.flush)  # after every stream this iteration woke
         batch = self._pending.get((session_id, attempt))
         if batch is None:
-            self._pending[(session_id, attempt)] = (time.monotonic(), [chunk])
+            self._pending[(session_id, attempt)] = _Pending(time.monotonic(), [chunk], weight)
         else:
-            batch[1].append(chunk)
+            batch.chunks.append(chunk)
+            batch.weight += weight
 
     def drop(self, session_id: str, attempt: int) -> None:
         """Forget what an abandoned attempt read but did not yet hand over."""
-        self._pending.pop((session_id, attempt), None)
+        dropped = self._pending.pop((session_id, attempt), None)
+        if dropped is not None:
+            self._directory.read_credit.give_back(session_id, dropped.weight)
 
     def flush(self) -> None:
         """Hand over everything pending; a stream's end goes out only after this."""
         if not self._pending:
             return
         batches = tuple(
-            AttemptChunks(session_id, attempt, tuple(chunks), received_at)
-            for (session_id, attempt), (received_at, chunks) in self._pending.items()
+            AttemptChunks(session_id, attempt, tuple(p.chunks), p.received_at, p.weight)
+            for (session_id, attempt), p in self._pending.items()
         )
         self._pending = {}
         self._directory.tell(TRACKER, ChunksReceived(batches))
@@ -241,12 +255,17 @@ async def _pump(
     """Forward one attempt's chunks, then exactly one end-of-stream message."""
     stream = provider.stream(request)
     first = True
+    credit = directory.read_credit
+    credit.restart(session_id)
     try:
         async for chunk in stream:
             if first:
                 first = False
                 directory.observer.first_chunk(session_id, attempt, time.monotonic())
-            outbox.add(session_id, attempt, chunk)
+            weight = chunk_weight(chunk)
+            outbox.add(session_id, attempt, chunk, weight)
+            if credit.take(session_id, weight):  # past its share of the roles: wait for them
+                await credit.room(session_id)
     except asyncio.CancelledError:
         outbox.drop(session_id, attempt)
         raise

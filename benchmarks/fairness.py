@@ -192,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="light events/s per stream")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--variants", default=DEFAULT_VARIANTS, help="FRAGMENTSxSIZE,...")
+    parser.add_argument("--no-store", action="store_true", help="serve with --no-persist")
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT)
     args = parser.parse_args(argv)
     rows: list[dict[str, Any]] = []
@@ -204,7 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         server = stack.enter_context(h.loopback_server(args.rate, tool="read_file"))
         daemon = stack.enter_context(
-            serve_daemon("anthropic", server.base_url, args.workers, scratch / "data", scratch)
+            serve_daemon(
+                "anthropic",
+                server.base_url,
+                args.workers,
+                None if args.no_store else scratch / "data",
+                scratch,
+            )
         )
         load = LightLoad(str(workdir))
         clients = []

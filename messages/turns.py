@@ -276,6 +276,8 @@ class AttemptChunks:
     chunks: tuple[GenerateContentResponse, ...]
     received_at: float = 0.0
     """When the first of them was read (``time.monotonic()``): where a card's wait starts."""
+    weight: int = 0
+    """What they took of the session's read credit (``actors.read_credit``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,6 +372,9 @@ class SessionFrames:
     session_id: str
     updates: tuple[dict[str, Any], ...]
     stored: Future[str | None] | None = None
+    read: int = 0
+    """The read credit the chunks these frames were made of took: the emitter gives it back
+    once they are written (``actors.read_credit``)."""
 
 
 @dataclass(frozen=True, slots=True)
