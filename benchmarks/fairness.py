@@ -135,7 +135,6 @@ class Window:
     turns: int
     errors: int
     latencies_ns: list[int]
-    heavy_replies: int | None = None
 
     def figures(self) -> dict[str, Any]:
         latency = h.summarize_ms(self.latencies_ns)
@@ -144,7 +143,6 @@ class Window:
             "turns_per_s": round(self.turns / self.seconds, 2),
             "errors": self.errors,
             "first_frame_ms": latency,
-            "heavy_replies": self.heavy_replies,
         }
 
 
