@@ -1,0 +1,104 @@
+"""``OwedWrites``: the frames the store refused while it could not be written, kept to be
+written once it can.
+
+A full or read-only disk refuses the journal's writes, yet the clients saw those frames
+(a card's end among them: it is shown whatever the store answered). Kept here, they are
+written under their own numbers as soon as the store takes writes again (the session's
+next write carries them, and the store's recovery hands the writer the rest), so a replay
+then shows what the clients saw, a card shown completed completed. The frames kept are
+bounded (``MAX_OWED_BYTES`` in all, as encoded): past that, a batch is dropped and its
+numbers stay a gap, which a replay marks. A session's settled high-water mark is owed the
+same way, after its frames. What is owed when the agent stops is lost: the next process's
+replay marks the numbers as a gap.
+
+Used by the journal's writer thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+__all__ = ["MAX_OWED_BYTES", "OwedWrites"]
+
+logger = logging.getLogger(__name__)
+
+MAX_OWED_BYTES = 8 * 1024 * 1024
+"""Frames kept for a store that cannot be written, in all, as encoded: a few thousand cards'
+ends, or a handful of long tool outputs."""
+
+
+@dataclass(slots=True)
+class _Owed:
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    size: int = 0
+    settle: int | None = None
+
+
+class OwedWrites:
+    """Per session, what the store refused and is to be written once it can be."""
+
+    def __init__(self, max_bytes: int = MAX_OWED_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._sessions: dict[str, _Owed] = {}
+        self._size = 0
+        self.dropped = 0
+        """Frames refused and not kept (past ``max_bytes``): their numbers stay a gap."""
+
+    @property
+    def size(self) -> int:
+        """The encoded size of the frames kept."""
+        return self._size
+
+    def __bool__(self) -> bool:
+        return bool(self._sessions)
+
+    def sessions(self) -> list[str]:
+        return list(self._sessions)
+
+    def owe_frames(self, session_id: str, frames: list[dict[str, Any]]) -> None:
+        """Keep ``frames`` (refused, in order, after any kept before them) if they fit."""
+        size = sum(len(orjson.dumps(frame)) for frame in frames)
+        if self._size + size > self.max_bytes:
+            self.dropped += len(frames)
+            logger.error(
+                "%d frames of %s are not kept to be written later: %d bytes are owed already "
+                "(at most %d); a replay marks them as not saved",
+                len(frames),
+                session_id,
+                self._size,
+                self.max_bytes,
+            )
+            return
+        owed = self._sessions.setdefault(session_id, _Owed())
+        owed.frames.extend(frames)
+        owed.size += size
+        self._size += size
+
+    def owe_settle(self, session_id: str, last: int) -> None:
+        """The session's high-water mark, settled at ``last`` once its frames are written."""
+        self._sessions.setdefault(session_id, _Owed()).settle = last
+
+    def take_frames(self, session_id: str) -> list[dict[str, Any]]:
+        """The frames kept for the session (to be written before its newer ones), forgotten
+        here: a write that fails again owes them again."""
+        owed = self._sessions.get(session_id)
+        if owed is None or not owed.frames:
+            return []
+        frames, owed.frames = owed.frames, []
+        self._size -= owed.size
+        owed.size = 0
+        if owed.settle is None:
+            del self._sessions[session_id]
+        return frames
+
+    def take_settle(self, session_id: str) -> int | None:
+        """The settled mark kept for the session once its frames are taken, forgotten here."""
+        owed = self._sessions.get(session_id)
+        if owed is None or owed.frames:
+            return None
+        del self._sessions[session_id]
+        return owed.settle
