@@ -58,7 +58,7 @@ from toolprep.messages.frames import agent_message_chunk, card_change, numbered
 from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
 from toolprep.runtime.store.errors import SessionStoreReadOnly, StoreError
 from toolprep.runtime.store.failure_log import FailureLog
-from toolprep.runtime.store.owed_writes import OwedWrites
+from toolprep.runtime.store.owed_writes import MAX_OWED_BYTES, OwedWrites
 from toolprep.runtime.store.session_store import SessionStore
 
 logger = logging.getLogger(__name__)
@@ -163,6 +163,7 @@ class StoreJournal:
         max_pending: int = MAX_PENDING,
         commit_wait_s: float = COMMIT_WAIT_S,
         observer: TurnObserver = NO_OBSERVER,
+        max_owed_bytes: int = MAX_OWED_BYTES,
     ) -> None:
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending}")
@@ -193,7 +194,7 @@ class StoreJournal:
         self._failures = FailureLog(logger)
         # What the store refused while it could not be written (the writer's thread), and
         # whether a _Retry is queued (with the lock).
-        self._owed = OwedWrites()
+        self._owed = OwedWrites(max_owed_bytes)
         self._retry_queued = False
         store.recovery.when_writable(self._retry)
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
@@ -415,9 +416,10 @@ class StoreJournal:
                 self._queue.clear()
             for write, carried in _coalesce(jobs):
                 started = time.monotonic()
-                write = self._with_owed(write)
-                error = self._apply(write)
-                if error is not None:
+                error = self._apply(self._with_owed(write))
+                if error is None:
+                    self._paid(write)
+                else:
                     self._keep(write)
                 self._observer.store_written(time.monotonic() - started, error is None)
                 with self._lock:
@@ -435,7 +437,7 @@ class StoreJournal:
         mark waits for the frames it covers."""
         match job:
             case _Frames():
-                owed = self._owed.take_frames(job.session_id)
+                owed = self._owed.pending(job.session_id)
                 if owed:
                     return _Frames(job.session_id, owed + job.frames, notice=job.notice)
             case _Settle():
@@ -448,10 +450,18 @@ class StoreJournal:
                 assert_never(job)
         return job
 
+    def _paid(self, job: _Job) -> None:
+        """``job`` is stored, with what its session owed before it."""
+        if isinstance(job, _Frames):
+            self._owed.written(job.session_id)
+
     def _keep(self, job: _Job) -> None:
         """A write refused because the store cannot be written is kept to be written once
-        it can be; one refused for any other reason (the session deleted) is not."""
+        it can be; one refused for any other reason (the session deleted) is not, nor is
+        what its session owed, which it carried (kept, it would fail every later write)."""
         if self.store.database.read_only_cause is None:
+            if isinstance(job, _Frames):
+                self._owed.discard(job.session_id)
             return
         match job:
             case _Frames():
@@ -471,7 +481,7 @@ class StoreJournal:
             return
         self.store.recovery.require_writable()  # SessionStoreReadOnly: still owed
         for session_id in self._owed.sessions():
-            frames = self._owed.take_frames(session_id)
+            frames = self._owed.pending(session_id)
             try:
                 if frames:
                     self.store.frame_log.append_frames(session_id, frames)
@@ -481,11 +491,12 @@ class StoreJournal:
                         len(frames),
                     )
             except StoreError:
-                if self.store.database.read_only_cause is None:  # deleted meanwhile, say
-                    logger.exception("session %s: the frames owed are not written", session_id)
-                    continue
-                self._owed.owe_frames(session_id, frames)
-                raise
+                if self.store.database.read_only_cause is not None:
+                    raise  # still owed
+                logger.exception("session %s: the frames owed are not written", session_id)
+                self._owed.discard(session_id)  # deleted meanwhile, say
+                continue
+            self._owed.written(session_id)
             last = self._owed.take_settle(session_id)
             if last is None:
                 continue

@@ -36,6 +36,9 @@ class _Owed:
     frames: list[dict[str, Any]] = field(default_factory=list)
     size: int = 0
     settle: int | None = None
+    dropping: bool = False
+    """A frame of it was dropped: the later ones are too, so what is kept has no hole (a
+    card's end never kept without its opening)."""
 
 
 class OwedWrites:
@@ -60,21 +63,29 @@ class OwedWrites:
         return list(self._sessions)
 
     def owe_frames(self, session_id: str, frames: list[dict[str, Any]]) -> None:
-        """Keep ``frames`` (refused, in order, after any kept before them) if they fit."""
-        size = sum(len(orjson.dumps(frame)) for frame in frames)
-        if self._size + size > self.max_bytes:
-            self.dropped += len(frames)
+        """Keep ``frames`` (refused, in order, after any kept before them) as far as they
+        fit: the oldest first, since a card's end needs its opening before it."""
+        owed = self._sessions.setdefault(session_id, _Owed())
+        kept = 0
+        size = 0
+        for frame in frames if not owed.dropping else ():
+            encoded = len(orjson.dumps(frame))
+            if self._size + size + encoded > self.max_bytes:
+                owed.dropping = True
+                break
+            kept += 1
+            size += encoded
+        if kept < len(frames):
+            self.dropped += len(frames) - kept
             logger.error(
                 "%d frames of %s are not kept to be written later: %d bytes are owed already "
                 "(at most %d); a replay marks them as not saved",
-                len(frames),
+                len(frames) - kept,
                 session_id,
-                self._size,
+                self._size + size,
                 self.max_bytes,
             )
-            return
-        owed = self._sessions.setdefault(session_id, _Owed())
-        owed.frames.extend(frames)
+        owed.frames.extend(frames[:kept])
         owed.size += size
         self._size += size
 
@@ -82,23 +93,33 @@ class OwedWrites:
         """The session's high-water mark, settled at ``last`` once its frames are written."""
         self._sessions.setdefault(session_id, _Owed()).settle = last
 
-    def take_frames(self, session_id: str) -> list[dict[str, Any]]:
-        """The frames kept for the session (to be written before its newer ones), forgotten
-        here: a write that fails again owes them again."""
+    def pending(self, session_id: str) -> list[dict[str, Any]]:
+        """The frames kept for the session, to be written before its newer ones (they stay
+        kept until ``written`` says they are)."""
         owed = self._sessions.get(session_id)
-        if owed is None or not owed.frames:
-            return []
-        frames, owed.frames = owed.frames, []
+        return list(owed.frames) if owed is not None else []
+
+    def written(self, session_id: str) -> None:
+        """The session's kept frames are stored now: forget them (its settled mark stays
+        owed, written after them)."""
+        owed = self._sessions.get(session_id)
+        if owed is None:
+            return
         self._size -= owed.size
-        owed.size = 0
+        owed.frames, owed.size, owed.dropping = [], 0, False
         if owed.settle is None:
             del self._sessions[session_id]
-        return frames
 
     def take_settle(self, session_id: str) -> int | None:
-        """The settled mark kept for the session once its frames are taken, forgotten here."""
+        """The settled mark kept for the session once its frames are written, forgotten."""
         owed = self._sessions.get(session_id)
         if owed is None or owed.frames:
             return None
         del self._sessions[session_id]
         return owed.settle
+
+    def discard(self, session_id: str) -> None:
+        """Nothing of the session is to be written (it was deleted meanwhile)."""
+        owed = self._sessions.pop(session_id, None)
+        if owed is not None:
+            self._size -= owed.size
