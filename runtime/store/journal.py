@@ -410,7 +410,7 @@ class StoreJournal:
                 self._work.wait_for(lambda: bool(self._queue) or self._closing)
                 if not self._queue:
                     self._failures.flush()
-                    self._lose_owed()
+                    self._owed.lose()
                     return
                 jobs = list(self._queue)
                 self._queue.clear()
@@ -474,49 +474,11 @@ class StoreJournal:
                 assert_never(job)
 
     def _pay_owed(self) -> None:
-        """Write what the store refused, session by session, if it can be written now."""
+        """Write what the store refused, if it can be written now (``SessionStoreReadOnly``
+        if it cannot: it stays owed)."""
         with self._lock:
             self._retry_queued = False
-        if not self._owed:
-            return
-        self.store.recovery.require_writable()  # SessionStoreReadOnly: still owed
-        for session_id in self._owed.sessions():
-            frames = self._owed.pending(session_id)
-            try:
-                if frames:
-                    self.store.frame_log.append_frames(session_id, frames)
-                    logger.warning(
-                        "session %s: %d frames the store refused are written now",
-                        session_id,
-                        len(frames),
-                    )
-            except StoreError:
-                if self.store.database.read_only_cause is not None:
-                    raise  # still owed
-                logger.exception("session %s: the frames owed are not written", session_id)
-                self._owed.discard(session_id)  # deleted meanwhile, say
-                continue
-            self._owed.written(session_id)
-            last = self._owed.take_settle(session_id)
-            if last is None:
-                continue
-            try:
-                self.store.frame_log.settle_seq(session_id, last)
-            except StoreError:
-                if self.store.database.read_only_cause is None:
-                    continue
-                self._owed.owe_settle(session_id, last)
-                raise
-
-    def _lose_owed(self) -> None:
-        """The writer stops: what the store still owes is lost (a replay marks its numbers)."""
-        if self._owed:
-            logger.error(
-                "the session store could not be written: %d bytes of frames of %d sessions "
-                "are lost with this process (a replay marks them as not saved)",
-                self._owed.size,
-                len(self._owed.sessions()),
-            )
+        self._owed.pay(self.store)
 
     def _count_loss(self, job: _Job, cause: str) -> None:
         """With the lock held: the session's next turn end reports it; a lost compacted

@@ -22,6 +22,9 @@ from typing import Any
 
 import orjson
 
+from toolprep.runtime.store.errors import StoreError
+from toolprep.runtime.store.session_store import SessionStore
+
 __all__ = ["MAX_OWED_BYTES", "OwedWrites"]
 
 logger = logging.getLogger(__name__)
@@ -123,3 +126,48 @@ class OwedWrites:
         owed = self._sessions.pop(session_id, None)
         if owed is not None:
             self._size -= owed.size
+
+    def pay(self, store: SessionStore) -> None:
+        """Write what is owed, session by session, if ``store`` can be written now; raises
+        ``SessionStoreReadOnly`` (or the ``StoreError`` of a write that found it unwritable
+        again) leaving the rest owed."""
+        if not self._sessions:
+            return
+        store.recovery.require_writable()
+        for session_id in self.sessions():
+            frames = self.pending(session_id)
+            try:
+                if frames:
+                    store.frame_log.append_frames(session_id, frames)
+                    logger.warning(
+                        "session %s: %d frames the store refused are written now",
+                        session_id,
+                        len(frames),
+                    )
+            except StoreError:
+                if store.database.read_only_cause is not None:
+                    raise  # still owed
+                logger.exception("session %s: the frames owed are not written", session_id)
+                self.discard(session_id)  # deleted meanwhile, say
+                continue
+            self.written(session_id)
+            last = self.take_settle(session_id)
+            if last is None:
+                continue
+            try:
+                store.frame_log.settle_seq(session_id, last)
+            except StoreError:
+                if store.database.read_only_cause is None:
+                    continue
+                self.owe_settle(session_id, last)
+                raise
+
+    def lose(self) -> None:
+        """The writer stops: what is still owed is lost (a replay marks its numbers)."""
+        if self._sessions:
+            logger.error(
+                "the session store could not be written: %d bytes of frames of %d sessions "
+                "are lost with this process (a replay marks them as not saved)",
+                self._size,
+                len(self._sessions),
+            )
