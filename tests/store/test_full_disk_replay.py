@@ -47,9 +47,11 @@ def cwd(disk: SmallDisk) -> Path:
     return path
 
 
-def _agent(server: FakeProviderServer, data: Path, cwd: Path) -> AgentProcess:
+def _agent(server: FakeProviderServer, data: Path, cwd: Path, workers: int = 1) -> AgentProcess:
+    """``workers`` 1: the sessions in the agent's process; more: in worker processes, whose
+    stores are not the one the agent replays from."""
     command, env = agent_command(
-        KIND, server, "--allow-shell", "--data-dir", str(data), "--workers", "1"
+        KIND, server, "--allow-shell", "--data-dir", str(data), "--workers", str(workers)
     )
     agent = AgentProcess(command, env, cwd, cwd.parent / f"stderr-{os.urandom(4).hex()}.log")
     agent.initialize()
@@ -63,15 +65,16 @@ def _replay(agent: AgentProcess, session_id: str, cwd: Path) -> list[Message]:
     return agent.updates(session_id)[before:]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 def test_cards_that_completed_while_the_disk_filled_replay_completed(
-    disk: SmallDisk, cwd: Path
+    disk: SmallDisk, cwd: Path, workers: int
 ) -> None:
     """While the disk is full a replay of the session marks what is not stored yet after the
     cards whose end it lacks; once space is back those frames are stored, and every card
     shown completed replays completed, also after a restart."""
     data = disk.path / "data"
     with FakeProviderServer() as server:
-        agent = _agent(server, data, cwd)
+        agent = _agent(server, data, cwd, workers)
         try:
             session_id, live = fill_in_a_turn(server, agent, cwd)
             while_full = _replay(agent, session_id, cwd)
@@ -90,7 +93,7 @@ def test_cards_that_completed_while_the_disk_filled_replay_completed(
             assert agent.wait_exit() == 0, agent.stderr()
         finally:
             agent.kill()
-        again = _agent(server, data, cwd)
+        again = _agent(server, data, cwd, workers)
         try:
             replayed = _replay(again, session_id, cwd)
             again.close_input()
