@@ -334,18 +334,21 @@ def seq_of_encoded(frame: bytes) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-GapCause = Literal["refused", "stopped"]
+GapCause = Literal["refused", "stopped", "pending"]
 """Why a log lacks frames: ``refused``, the store refused to write them (their count is
 known); ``stopped``, the agent stopped before they were stored (the count is a bound: the
-numbers were reserved, and some of them may never have been shown)."""
+numbers were reserved, and some of them may never have been shown); ``pending``, the store
+cannot be written now and the agent serving the session keeps them to write once it can
+(a bound too)."""
 
 
 def gap_mark(missing: int, after_seq: int, cause: GapCause = "refused") -> dict[str, Any]:
     """What a replay shows where the log lacks ``missing`` frames after ``after_seq``: they
     were sent to the clients but never stored.
 
-    For a ``stopped`` gap ``missing`` is an upper bound, and the text and ``_meta`` say so
-    (``upTo``): the numbers were reserved before any was shown, not each as it was.
+    For a ``stopped`` or ``pending`` gap ``missing`` is an upper bound, and the text and
+    ``_meta`` say so (``upTo``): the numbers were reserved before any was shown, not each as
+    it was.
     """
     noun = "update was" if missing == 1 else "updates were"
     gap: dict[str, Any] = {"afterSeq": after_seq, "missing": missing}
@@ -358,6 +361,13 @@ def gap_mark(missing: int, after_seq: int, cause: GapCause = "refused") -> dict[
             )
             gap["upTo"] = True
             gap["cause"] = "stopped"
+        case "pending":
+            text = (
+                f"up to {missing} {noun} not saved yet: the session store cannot be written "
+                "now, the agent writes them once it can"
+            )
+            gap["upTo"] = True
+            gap["cause"] = "pending"
         case _:
             assert_never(cause)
     return {

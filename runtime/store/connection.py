@@ -34,6 +34,7 @@ __all__ = [
     "empty_read_only",
     "is_lock_held_elsewhere",
     "missing",
+    "probe_write",
     "unwritable_cause",
     "write_probe",
 ]
@@ -134,17 +135,22 @@ def write_probe(db: sqlite3.Connection) -> str | None:
     that must reach the disk) that changes nothing.
     """
     try:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            (application_id,) = db.execute("PRAGMA application_id").fetchone()
-            db.execute(f"PRAGMA application_id = {int(application_id)}")
-            db.execute("COMMIT")
-        finally:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
+        probe_write(db)
     except sqlite3.Error as exc:
-        return str(exc)
+        return unwritable_cause(exc) or str(exc)
     return None
+
+
+def probe_write(db: sqlite3.Connection) -> None:
+    """``write_probe``'s write; raises what SQLite raised if it cannot be made."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        (application_id,) = db.execute("PRAGMA application_id").fetchone()
+        db.execute(f"PRAGMA application_id = {int(application_id)}")
+        db.execute("COMMIT")
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
 
 
 def _set_up(db: sqlite3.Connection, busy_timeout: float, synchronous: Synchronous) -> None:
@@ -180,19 +186,33 @@ def _set_up(db: sqlite3.Connection, busy_timeout: float, synchronous: Synchronou
 _LOCKED = ("SQLITE_BUSY", "SQLITE_LOCKED")
 """SQLite's answers (and their extended codes) to a lock another process held past the busy
 timeout."""
-_UNWRITABLE = ("SQLITE_READONLY", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CANTOPEN", *_LOCKED)
-"""SQLite's answers when the store cannot be written now: the disk refuses the write, or
-another process (a backup, a ``sqlite3`` shell left in a transaction) holds the lock."""
 _UNWRITABLE_ERRNOS = frozenset(
     {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG}
 )
 
 
+_PLAIN: tuple[tuple[str, str], ...] = (
+    ("SQLITE_FULL", "the disk is full"),
+    ("SQLITE_IOERR", "the disk failed a read or a write"),
+    ("SQLITE_READONLY", "the database file cannot be written"),
+    ("SQLITE_CANTOPEN", "the database file cannot be opened for writing"),
+    ("SQLITE_BUSY", "database is locked"),
+    ("SQLITE_LOCKED", "database is locked"),
+)
+"""What the store says, in its own words, for SQLite's answers that mean it cannot be
+written now: this is what clients are told (``data.cause``, a turn's notice of a loss),
+while the log keeps SQLite's own text. A lock keeps the words the docs have always given."""
+
+
 def unwritable_cause(exc: BaseException) -> str | None:
-    """What ``exc`` says if it means the store cannot be written now; None for anything
-    else (a corrupt file, a bug), which stays an error."""
+    """Why the store cannot be written now, in the store's words, if ``exc`` means that;
+    None for anything else (a corrupt file, a bug), which stays an error."""
     if isinstance(exc, sqlite3.Error):
-        return str(exc) if _is_one_of(exc, _UNWRITABLE) else None
+        name = getattr(exc, "sqlite_errorname", None) or ""
+        for kind, plain in _PLAIN:
+            if name == kind or name.startswith(f"{kind}_"):
+                return plain
+        return None
     if isinstance(exc, OSError) and exc.errno in _UNWRITABLE_ERRNOS:
         return exc.strerror or str(exc)
     return None

@@ -27,6 +27,7 @@ from toolprep.runtime.store.connection import (
     empty_read_only,
     is_lock_held_elsewhere,
     missing,
+    probe_write,
     unwritable_cause,
     write_probe,
 )
@@ -36,6 +37,11 @@ from toolprep.runtime.store.schema import SchemaTooNew
 __all__ = ["StoreDatabase", "require_session"]
 
 logger = logging.getLogger(__name__)
+
+
+_FAILED = "the session store failed (the agent's log says how)"
+"""A failure's cause as clients hear it when it is not one of ``unwritable_cause``'s: a
+corrupt file, say, whose SQLite text only the log keeps."""
 
 
 def _nothing() -> None:
@@ -118,7 +124,9 @@ class StoreDatabase:
                 self._note_unwritable(exc)
                 locked = is_lock_held_elsewhere(exc)
                 message = f"cannot {doing} in {self.path}: {exc}"
-                raise StoreError(message, cause=str(exc), locked=locked) from None
+                # Clients hear the cause in the store's words, never SQLite's text.
+                cause = unwritable_cause(exc) or _FAILED
+                raise StoreError(message, cause=cause, locked=locked) from None
 
     def reopen_writable(self, busy_timeout: float) -> bool:
         """With the lock held: a writable connection in place of the current one, if the
@@ -140,6 +148,31 @@ class StoreDatabase:
         self.read_only = None
         self._stands_in = False
         return True
+
+    def unwritable_now(self) -> str | None:
+        """Why the store cannot be written at this moment, or None if it can (or may: a lock
+        another process holds for a moment says nothing of the disk).
+
+        A store thought writable is tried with a write that changes nothing, which waits for
+        no lock: a replay asks this of a session whose frames another process of this
+        agent may have shown and not stored (its own store refusing them), and must not
+        wait."""
+        with self.lock:
+            if self.read_only is not None or self.closed:
+                return self.read_only
+            db = self._connection
+            try:
+                db.execute("PRAGMA busy_timeout = 0")
+                try:
+                    probe_write(db)
+                finally:
+                    db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            except sqlite3.Error as exc:
+                if is_lock_held_elsewhere(exc):
+                    return None
+                self._note_unwritable(exc)
+                return self.read_only
+            return None
 
     def reclaim_free_pages(self, pages: int) -> int:
         """Give back to the file system up to ``pages`` of the pages deleted rows left free
@@ -204,10 +237,11 @@ class StoreDatabase:
                 self._connection.execute("PRAGMA busy_timeout = 0")
         self.read_only = cause
         logger.error(
-            "the session store %s cannot be written (%s): new sessions and turns are refused "
-            "until it can be",
+            "the session store %s cannot be written (%s; SQLite: %s): new sessions and turns "
+            "are refused until it can be",
             self.path,
             cause,
+            exc,
         )
         self.on_unwritable()
 

@@ -5,7 +5,7 @@ makes thousands a minute: one line per lost record buries the log and says
 less than a count. So the first failure of a cause (per kind of write) is
 logged at ERROR as it is, and the ones that follow within ``interval_s`` are
 only counted; the count is logged in one line (``store: 1,234 frame writes
-failed in the last 30 s: database or disk is full``) by the first failure
+failed in the last 30 s: the disk is full``) by the first failure
 after the interval, or by ``flush``. A cause that stays quiet for a whole
 interval is logged in full again the next time it happens.
 

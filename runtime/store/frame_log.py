@@ -236,10 +236,15 @@ class FrameLog:
                 frames.append(orjson.dumps(gap_mark(through_seq - expected + 1, expected - 1)))
             return tuple(frames)
         # Numbers reserved past the last stored frame by a process that no longer serves the
-        # session (one that does still numbers on, and stores, what it shows).
-        if reserved >= expected and not (owner is not None and owner_alive(owner)):
-            cause: GapCause = "refused" if exact else "stopped"
-            frames.append(orjson.dumps(gap_mark(reserved - expected + 1, expected - 1, cause)))
+        # session (one that does still numbers on, and stores, what it shows: unless the
+        # store cannot be written now, when it keeps them to write once it can).
+        if reserved >= expected:
+            cause: GapCause | None = "refused" if exact else "stopped"
+            if owner is not None and owner_alive(owner):
+                cause = "pending" if self._database.unwritable_now() is not None else None
+            if cause is not None:
+                mark = gap_mark(reserved - expected + 1, expected - 1, cause)
+                frames.append(orjson.dumps(mark))
         return tuple(frames)
 
 

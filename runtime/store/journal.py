@@ -34,8 +34,11 @@ memory stays bounded and nothing is dropped. A write the store refuses
 (locked past its busy timeout, disk full, read-only) is counted against its
 session, and the session's next turn end says so (``turn_ended`` returns the
 notice the emitter sends); the frame numbers it lost stay unused, so a
-replay shows a gap mark where they were. A lost history is repaired by the
-session's next turn end, which writes every entry the store lacks (the whole
+replay shows a gap mark where they were, until the store takes writes again: the frames
+it refused because it could not be written are kept (``owed_writes``, bounded) and written
+then, under their own numbers, by the session's next write or as soon as the store's
+recovery finds it writable, so the replay shows what the clients saw. A lost history is
+repaired by the session's next turn end, which writes every entry the store lacks (the whole
 history, if the lost one was a compacted one that had to be written whole).
 A cause that keeps failing is logged once per interval with a count
 (``failure_log``).
@@ -53,8 +56,9 @@ from typing import Any, assert_never
 from toolprep.messages.content import Content
 from toolprep.messages.frames import agent_message_chunk, card_change, numbered
 from toolprep.runtime.kernel.observer import NO_OBSERVER, TurnObserver
-from toolprep.runtime.store.errors import StoreError
+from toolprep.runtime.store.errors import SessionStoreReadOnly, StoreError
 from toolprep.runtime.store.failure_log import FailureLog
+from toolprep.runtime.store.owed_writes import MAX_OWED_BYTES, OwedWrites
 from toolprep.runtime.store.session_store import SessionStore
 
 logger = logging.getLogger(__name__)
@@ -109,7 +113,15 @@ class _Settle:
     error: str | None = None
 
 
-_Job = _Frames | _History | _Reserve | _Settle
+@dataclass(slots=True)
+class _Retry:
+    """The store can be written again: write what it refused (``owed_writes``)."""
+
+    session_id: str = ""
+    error: str | None = None
+
+
+_Job = _Frames | _History | _Reserve | _Settle | _Retry
 
 
 @dataclass(slots=True)
@@ -151,6 +163,7 @@ class StoreJournal:
         max_pending: int = MAX_PENDING,
         commit_wait_s: float = COMMIT_WAIT_S,
         observer: TurnObserver = NO_OBSERVER,
+        max_owed_bytes: int = MAX_OWED_BYTES,
     ) -> None:
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending}")
@@ -179,6 +192,11 @@ class StoreJournal:
         self._rewrite_owed: set[str] = set()
         self._closing = False
         self._failures = FailureLog(logger)
+        # What the store refused while it could not be written (the writer's thread), and
+        # whether a _Retry is queued (with the lock).
+        self._owed = OwedWrites(max_owed_bytes)
+        self._retry_queued = False
+        store.recovery.when_writable(self._retry)
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self._thread.start()
 
@@ -361,6 +379,7 @@ class StoreJournal:
         True if the writer finished within ``timeout``; if not, it goes on
         writing (the store, when closed under it, fails those writes).
         """
+        self._retry()  # what the store refused, once more: it may take writes again
         with self._lock:
             open_sessions = list(self._last_seq)
         for session_id in open_sessions:
@@ -372,6 +391,17 @@ class StoreJournal:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
+    def _retry(self) -> None:
+        """Have the writer write what the store refused (from any thread: the store's
+        recovery calls this once it can be written again)."""
+        with self._lock:
+            if self._closing or self._retry_queued:
+                return
+            self._retry_queued = True
+            self._queue.append(_Retry())
+            self._handed += 1
+            self._work.notify()
+
     # --- the writer's thread ------------------------------------------------------------
 
     def _run(self) -> None:
@@ -380,12 +410,17 @@ class StoreJournal:
                 self._work.wait_for(lambda: bool(self._queue) or self._closing)
                 if not self._queue:
                     self._failures.flush()
+                    self._owed.lose()
                     return
                 jobs = list(self._queue)
                 self._queue.clear()
             for write, carried in _coalesce(jobs):
                 started = time.monotonic()
-                error = self._apply(write)
+                error = self._apply(self._with_owed(write))
+                if error is None:
+                    self._paid(write)
+                else:
+                    self._keep(write)
                 self._observer.store_written(time.monotonic() - started, error is None)
                 with self._lock:
                     if error is not None:
@@ -396,12 +431,61 @@ class StoreJournal:
                     self._done += len(carried)
                     self._written.notify_all()
 
+    def _with_owed(self, job: _Job) -> _Job:
+        """``job`` with what the store still owes its session first: a session's frames are
+        written in order, so an earlier card's end lands before a later write. A settled
+        mark waits for the frames it covers."""
+        match job:
+            case _Frames():
+                owed = self._owed.pending(job.session_id)
+                if owed:
+                    return _Frames(job.session_id, owed + job.frames, notice=job.notice)
+            case _Settle():
+                if job.session_id in self._owed.sessions():
+                    self._owed.owe_settle(job.session_id, job.last)
+                    return _Retry()
+            case _History() | _Reserve() | _Retry():
+                pass
+            case _:
+                assert_never(job)
+        return job
+
+    def _paid(self, job: _Job) -> None:
+        """``job`` is stored, with what its session owed before it."""
+        if isinstance(job, _Frames):
+            self._owed.written(job.session_id)
+
+    def _keep(self, job: _Job) -> None:
+        """A write refused because the store cannot be written is kept to be written once
+        it can be; one refused for any other reason (the session deleted) is not, nor is
+        what its session owed, which it carried (kept, it would fail every later write)."""
+        if self.store.database.read_only_cause is None:
+            if isinstance(job, _Frames):
+                self._owed.discard(job.session_id)
+            return
+        match job:
+            case _Frames():
+                self._owed.owe_frames(job.session_id, job.frames)
+            case _Settle():
+                self._owed.owe_settle(job.session_id, job.last)
+            case _History() | _Reserve() | _Retry():
+                pass
+            case _:
+                assert_never(job)
+
+    def _pay_owed(self) -> None:
+        """Write what the store refused, if it can be written now (``SessionStoreReadOnly``
+        if it cannot: it stays owed)."""
+        with self._lock:
+            self._retry_queued = False
+        self._owed.pay(self.store)
+
     def _count_loss(self, job: _Job, cause: str) -> None:
         """With the lock held: the session's next turn end reports it; a lost compacted
         history makes the next one be saved whole. A refused reservation or settling is no
         loss of anything shown: a later replay counts the numbers past the last stored frame
         as "up to"."""
-        if isinstance(job, _Reserve | _Settle):
+        if isinstance(job, _Reserve | _Settle | _Retry):
             return
         if isinstance(job, _Frames):
             self.lost_frames += len(job.frames)
@@ -425,21 +509,32 @@ class StoreJournal:
                     self.store.frame_log.reserve_seq(job.session_id, job.through)
                 case _Settle():
                     self.store.frame_log.settle_seq(job.session_id, job.last)
+                case _Retry():
+                    self._pay_owed()
                 case _:
                     assert_never(job)
+        except SessionStoreReadOnly as exc:  # a retry that found it still read-only
+            return exc.cause
         except StoreError as exc:
             kind = _kind(job)
             self._failures.failed(kind, exc.cause, f"{_describe(job)} not saved: {exc}")
             return _cause(exc)
-        except Exception as exc:  # the writer serves every session: one bad write must not stop it
+        except Exception:  # the writer serves every session: one bad write must not stop it
             logger.exception("%s not saved", _describe(job))
-            return repr(exc)
+            return _FAILED
         return None
 
 
+_FAILED = "the session store failed (the agent's log says how)"
+
+
 def _cause(exc: StoreError) -> str:
-    """What SQLite said, without the file and the step the log line names already."""
+    """Why, as the session's clients are told: the store's words for why it cannot be
+    written (never SQLite's text: the log line has that), or the failure's own words
+    without the file and the step the log line names already."""
     text = str(exc)
+    if exc.cause != text:
+        return exc.cause
     return text.rpartition(": ")[2] or text
 
 
@@ -470,6 +565,8 @@ def _kind(job: _Job) -> str:
             return "history"
         case _Reserve() | _Settle():
             return "reservation"
+        case _Retry():
+            return "frame"
         case _:
             assert_never(job)
 
@@ -484,5 +581,7 @@ def _describe(job: _Job) -> str:
             return f"the frame numbers of {job.session_id} up to {job.through} were"
         case _Settle():
             return f"the last frame number of {job.session_id} ({job.last}) was"
+        case _Retry():
+            return "the frames the store refused were"
         case _:
             assert_never(job)

@@ -7,7 +7,9 @@ can be read: sessions can be listed and loaded, while creating one and
 first tries a cheap write again (a header field written with its own value), so the store
 recovers as soon as the disk does; so does a timer every ``RECOVERY_PROBE_S``, with nothing
 asked of it. It then writes what it owes: the gap marks ``FrameLog.resume_seq`` could not
-write, then the crash discards ``OpenCards.close_open_cards`` could not. A write that fails
+write, then tells its listeners (the journal hands its writer the frames the store refused,
+``when_writable``), then the crash discards ``OpenCards.close_open_cards`` could not (of sessions
+no live process serves: never a card whose end this process's journal owes). A write that fails
 at run time because the disk filled or turned read-only puts it in the same state.
 """
 
@@ -50,6 +52,7 @@ class ReadOnlyRecovery:
         self._probe_timer: threading.Timer | None = None
         self._write_seal: WriteSeal | None = None
         self._close_open_cards: Callable[[], object] | None = None
+        self._on_writable: list[Callable[[], None]] = []
 
     def start(self, *, write_seal: WriteSeal, close_open_cards: Callable[[], object]) -> None:
         """Pay owed writes with these once the store can be written; if it cannot be now,
@@ -69,6 +72,12 @@ class ReadOnlyRecovery:
             )
             with database.lock:
                 self._arm_probe()
+
+    def when_writable(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` each time the store can be written again (on the thread that
+        found out), after the store's own owed writes: the journal writes what it owes then."""
+        with self._database.lock:
+            self._on_writable.append(listener)
 
     def owe_seal(self, session_id: str, stored: int, reserved: int, exact: bool) -> None:
         """The gap mark for numbers ``stored + 1`` to ``reserved`` is written once the store
@@ -107,6 +116,10 @@ class ReadOnlyRecovery:
             database.path,
         )
         self._write_owed_seals()
+        with database.lock:
+            listeners = list(self._on_writable)
+        for listener in listeners:
+            listener()
         if owed:
             assert self._close_open_cards is not None
             self._close_open_cards()

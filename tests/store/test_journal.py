@@ -208,20 +208,21 @@ def test_a_turn_ends_once_its_frames_and_history_are_stored(tmp_path: Path) -> N
         assert [c.parts for c in stored.history] == questions(1)
 
 
-def test_a_write_that_gives_up_on_the_lock_is_told_at_the_turn_end_and_marked_as_a_gap(
+def test_a_write_that_gives_up_on_the_lock_is_told_at_the_turn_end_and_written_later(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Another process holds the write lock past the busy timeout: the turn's frames are
-    not stored, its end says so (naming SQLite's reason), and a replay of the log marks
-    the frames it lacks."""
+    not stored, its end says so, and the frames (the notice too) are kept and written,
+    under their own numbers, with the session's next write once the lock is gone."""
     with journal_on(tmp_path, "sess_a", busy_timeout=0.05) as (journal, store, db):
         with write_locked(db), caplog.at_level(logging.ERROR):
             lost, notice = record_turn_told(journal, "sess_a", 0)
             assert journal.flush(timeout=LONG_BUSY_S)  # the notice could not be stored either
-        assert notice == (
+        notice_text = (
             f"\n[the session could not be saved: database is locked ({len(lost)} updates and "
             "the conversation history not stored)]\n"
         )
+        assert notice == notice_text
         assert journal.lost_frames == len(lost) + 1
         # The writes gave up on the writer's thread, not on the thread that recorded them.
         not_saved = [r for r in caplog.records if "not saved" in r.getMessage()]
@@ -232,13 +233,12 @@ def test_a_write_that_gives_up_on_the_lock_is_told_at_the_turn_end_and_marked_as
         later, notice = record_turn_told(journal, "sess_a", 1)
         assert notice is None  # told once
         stored = store.sessions.load("sess_a")
-        assert list(stored.frames) == later
         assert [c.parts for c in stored.history] == questions(2)  # the lost save repaired
-        # The lost frames' numbers (and the notice's) stay unused: a replay shows the gap.
+        # The lost frames (and the notice) kept their numbers and are stored now: a replay
+        # shows what the clients saw, with no gap.
         assert fr.seq_of(later[0]) == len(lost) + 2
-        replay = [json.loads(f) for f in store.frame_log.encoded_frames("sess_a")]
-        assert replay[0] == fr.gap_mark(len(lost) + 1, 0)
-        assert replay[1:] == later
+        told = fr.numbered(fr.agent_message_chunk(notice_text), len(lost) + 1)
+        assert list(stored.frames) == [*lost, told, *later]
 
 
 def test_close_writes_what_was_handed_over_then_refuses_more(
@@ -274,7 +274,10 @@ def test_a_failing_write_does_not_stop_the_writer(
         monkeypatch.setattr(store.frame_log, "append_frames", append_while_broken)
         with caplog.at_level(logging.ERROR):
             _, notice = record_turn_told(journal, "sess_a", 0)
-            assert notice is not None and "a bug in the store" in notice
+            # The client hears that the store failed; the log says how.
+            assert notice is not None and "the session store failed" in notice
+            assert "a bug in the store" not in notice
+            assert "RuntimeError: a bug in the store" in caplog.text
             record_turn(journal, "sess_nope", 0)  # never created: a StoreError
             assert journal.flush(timeout=LONG_BUSY_S)
         messages = [r.getMessage() for r in caplog.records]

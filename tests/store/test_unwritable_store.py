@@ -92,8 +92,8 @@ def test_a_disk_that_fills_while_open_makes_the_store_read_only(disk: SmallDisk)
                 store.frame_log.append_frames(
                     "sess_1", [fr.agent_message_chunk("x" * 4000 + str(n))]
                 )
-        assert store.database.read_only_cause == "database or disk is full"
-        with pytest.raises(SessionStoreReadOnly, match="read-only: database or disk is full"):
+        assert store.database.read_only_cause == "the disk is full"
+        with pytest.raises(SessionStoreReadOnly, match="read-only: the disk is full"):
             store.sessions.create("sess_2", "/work")
         disk.free()
         store.sessions.create("sess_2", "/work")
@@ -112,7 +112,8 @@ def test_a_large_write_on_a_full_disk_is_refused_as_full(disk: SmallDisk) -> Non
         with pytest.raises(StoreError) as refused:
             store.frame_log.append_frames("sess_1", [output] * 5)  # past what is left
         assert str(refused.value).endswith("database or disk is full"), refused.value
-        assert store.database.read_only_cause == "database or disk is full"
+        assert refused.value.cause == "the disk is full"  # as clients hear it
+        assert store.database.read_only_cause == "the disk is full"
         disk.free()
         store.sessions.create("sess_2", "/work")
         assert store.database.read_only_cause is None

@@ -88,7 +88,7 @@ def test_a_tool_whose_start_cannot_be_stored_does_not_run_and_the_turn_says_why(
 ) -> None:
     """The database is locked past the busy timeout: the call is not run (its card fails
     naming the cause), the turn's end tells the client what was not saved, and once the
-    store takes writes again a load shows the frames it lacks as a gap."""
+    store takes writes again the frames it refused are written, so a load shows them."""
     db = tmp_path / "s.db"
     tool = StartCheckingTool(db)
     registry = default_registry()
@@ -120,7 +120,7 @@ def test_a_tool_whose_start_cannot_be_stored_does_not_run_and_the_turn_says_why(
         fr.text_content("log_entry was not run: its start could not be saved (database is locked)")
     ]
     assert "[the session could not be saved: database is locked (" in message_text(shown)
-    # Every frame the client was shown has its number; those of the locked turn are not
-    # stored, and a load marks them as a gap before the next turn's frames.
+    # Every frame the client was shown has its number; those of the locked turn were kept
+    # and stored with the next turn's, so a load shows what the client saw.
     assert [fr.seq_of(f) for f in shown + later] == list(range(1, len(shown + later) + 1))
-    assert replay == [fr.gap_mark(len(shown), 0), *later]
+    assert replay == [*shown, *later]
