@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,8 +75,10 @@ def daemon_command(
     workers: int | None,
     data_dir: Path | None,
     side: Side | None = None,
+    extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """``toolprep serve`` on a free loopback port, pointed at the loopback provider."""
+    """``toolprep serve`` on a free loopback port, pointed at the loopback provider, with
+    ``extra_args`` after the rest."""
     side = side or Side()
     command = serve_command(provider, base_url, "--model", "bench", python=side.python)
     if side.event_loop is not None:
@@ -84,7 +86,7 @@ def daemon_command(
     if workers is not None:
         command += ["--workers", str(workers)]
     command += ["--data-dir", str(data_dir)] if data_dir is not None else ["--no-persist"]
-    return command
+    return command + list(extra_args)
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ def serve_daemon(
     data_dir: Path | None,
     scratch: Path,
     side: Side | None = None,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[Daemon]:
     """Start the daemon, yield it once it listens, always stop it (SIGTERM, then kill).
 
@@ -119,7 +122,7 @@ def serve_daemon(
     }
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
-            daemon_command(provider, base_url, workers, data_dir, side),
+            daemon_command(provider, base_url, workers, data_dir, side, extra_args),
             cwd=h.REPO,
             env=env,
             stdin=subprocess.DEVNULL,
