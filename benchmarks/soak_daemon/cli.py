@@ -99,7 +99,7 @@ def _print_sample(sample: Sample) -> None:
 
 
 def _report(args: argparse.Namespace, plan: Plan, result: Result, warmup_end: float) -> int:
-    ratios = growth(result.samples, warmup_end)
+    ratios = growth(result.samples, warmup_end, plan.workers)
     bounds = Bounds(args.max_growth, args.wal_limit_mib)
     verdict = judge(ratios, result.samples, warmup_end, result.left, bounds)
     counts = result.counts
@@ -156,7 +156,8 @@ def _report(args: argparse.Namespace, plan: Plan, result: Result, warmup_end: fl
             f"toolprep serve --workers {plan.workers}, {plan.duration / 60:.0f} min soak "
             f"({counts['turns']} turns, {result.kills} worker kills)"
         )
-        plot(args.plot, result.samples, warmup_end, title)
+        bases = {name: g.start for name, g in ratios.items()}
+        plot(args.plot, result.samples, warmup_end, bases, title)
         print(f"wrote {args.plot}")
     for line in verdict.missed:
         print(f"MISSED: {line}")

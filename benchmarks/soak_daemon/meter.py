@@ -68,9 +68,20 @@ def _cmdline(pid: int) -> list[str]:
     return raw.decode(errors="replace").split("\0")
 
 
+def _started(pid: int) -> int:
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat`` field 22)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
 def worker_pids(front: int) -> list[int]:
-    """The front's worker processes now (not its log keeper, not tool processes)."""
-    return [pid for pid in _children(front) if WORKER_MODULE in _cmdline(pid)]
+    """The front's worker processes now (not its log keeper, not tool processes), oldest
+    first."""
+    found = [pid for pid in _children(front) if WORKER_MODULE in _cmdline(pid)]
+    return sorted(found, key=_started)
 
 
 def _fds(pid: int) -> int:
@@ -131,6 +142,9 @@ class Sample:
     at: float
     front_rss_mib: float
     workers_rss_mib: float
+    oldest_worker_rss_mib: float
+    """The worker that has run longest: the soak kills the youngest, so this one lives
+    through the run and shows what the kills would hide in the workers' sum."""
     front_threads: int
     workers_threads: int
     front_fds: int
@@ -190,6 +204,7 @@ class Sampler:
             at=time.monotonic() - self.start,
             front_rss_mib=_status("rss", self.front) / 1024,
             workers_rss_mib=sum(_status("rss", pid) for pid in workers) / 1024,
+            oldest_worker_rss_mib=_status("rss", workers[0]) / 1024 if workers else 0.0,
             front_threads=_status("threads", self.front),
             workers_threads=sum(_status("threads", pid) for pid in workers),
             front_fds=_fds(self.front),

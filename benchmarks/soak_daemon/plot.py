@@ -5,7 +5,7 @@ matplotlib is not a dependency of toolprep: ``pip install matplotlib`` to draw.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from benchmarks.soak_daemon.meter import Sample
@@ -13,7 +13,7 @@ from benchmarks.soak_daemon.meter import Sample
 __all__ = ["PANELS", "MissingMatplotlib", "plot"]
 
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Memory (RSS)", ("front_rss_mib", "workers_rss_mib")),
+    ("Memory (RSS)", ("front_rss_mib", "oldest_worker_rss_mib", "workers_rss_mib")),
     ("Threads and descriptors", ("front_threads", "workers_threads", "front_fds", "workers_fds")),
     ("Store files", ("db_kib", "wal_kib")),
     ("Daemon gauges", ("sessions_live", "clients_attached", "send_buffer_kib")),
@@ -25,14 +25,16 @@ class MissingMatplotlib(RuntimeError):
     """``--plot`` was asked for where matplotlib is not installed."""
 
 
-def _base(samples: Sequence[Sample], name: str, warmup_end: float) -> float:
-    after = [s.row()[name] for s in samples if s.at >= warmup_end]
-    return after[0] if after and after[0] > 0 else 0.0
-
-
-def plot(path: Path, samples: Sequence[Sample], warmup_end: float, title: str) -> None:
+def plot(
+    path: Path,
+    samples: Sequence[Sample],
+    warmup_end: float,
+    bases: Mapping[str, float],
+    title: str,
+) -> None:
     """Two by two panels, 1200 x 800 px. The first three show each series as a ratio to its
-    first sample after warm-up (1.0 = no growth), the gauges as counts; warm-up is shaded."""
+    value at the end of warm-up (``bases``: the median the growth ratios start from; 1.0 =
+    no growth), the gauges as counts; warm-up is shaded, worker kills are dotted lines."""
     try:
         import matplotlib
     except ImportError as exc:
@@ -44,11 +46,15 @@ def plot(path: Path, samples: Sequence[Sample], warmup_end: float, title: str) -
 
     figure, axes = plt.subplots(2, 2, figsize=(12, 8), dpi=100, sharex=True)
     xs = [s.at for s in samples]
+    restarts = [s.worker_restarts for s in samples]
+    kills = [
+        s.at for s, before in zip(samples[1:], restarts, strict=False) if s.worker_restarts > before
+    ]
     for n, (axis, (panel, names)) in enumerate(zip(axes.flat, PANELS, strict=True)):
         ratio = n < 3
         for name in names:
             ys = [s.row()[name] for s in samples]
-            base = _base(samples, name, warmup_end) if ratio else 0.0
+            base = bases.get(name, 0.0) if ratio else 0.0
             if ratio and base:
                 ys = [y / base for y in ys]
                 label = f"{name} (1.0 = {base:.0f})"
@@ -56,6 +62,8 @@ def plot(path: Path, samples: Sequence[Sample], warmup_end: float, title: str) -
                 label = name
             axis.plot(xs, ys, label=label, linewidth=1.2)
         axis.axvspan(0, warmup_end, color="grey", alpha=0.15, label="warm-up")
+        for at in kills:
+            axis.axvline(at, color="black", linestyle=":", linewidth=0.8)
         axis.set_title(panel)
         axis.set_ylabel("x value after warm-up" if ratio else "count / KiB")
         axis.grid(True, alpha=0.3)

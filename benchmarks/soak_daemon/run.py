@@ -1,16 +1,17 @@
 """One soak run: the provider, the daemon, the editors, the sampler and the worker kills.
 
 The load runs for ``duration`` s while the sampler reads every ``sample_every`` s and a
-worker is killed (SIGKILL) every ``kill_every`` s. Then the editors stop (each finishes
-its episode), every connection is closed, and the daemon's gauges are polled until live
-sessions, attached clients and open connections are all back to zero (a dropped turn
-runs to its end, then the disconnect grace passes), or ``settle_timeout`` s have passed.
+worker is killed (SIGKILL) every ``kill_every`` s: always the youngest, so the oldest
+lives through the run and its RSS shows growth that restarts would hide. Then the editors
+stop (each finishes its episode), every connection is closed, and the daemon's gauges are
+polled until live sessions, attached clients and open connections are all back to zero (a
+dropped turn runs to its end, then the disconnect grace passes), or ``settle_timeout`` s
+have passed.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import signal
 import tempfile
 import threading
@@ -65,12 +66,13 @@ class Result:
     daemon_exit: int | None
 
 
-def _kill_one(front: int, rng: random.Random) -> bool:
+def _kill_youngest(front: int) -> bool:
+    """SIGKILL the worker started last, so the oldest one lives through the run."""
     workers = worker_pids(front)
-    if not workers:
-        return False
+    if len(workers) < 2:
+        return False  # one is being replaced already: the next period kills
     try:
-        os.kill(rng.choice(workers), signal.SIGKILL)
+        os.kill(workers[-1], signal.SIGKILL)
     except ProcessLookupError:
         return False
     return True
@@ -137,14 +139,15 @@ def run(plan: Plan, on_sample: Any = None) -> Result:
         for thread in threads:
             thread.start()
         samples: list[Sample] = []
-        rng = random.Random(plan.seed)
         kills = 0
         next_sample = start
-        next_kill = start + plan.kill_every if plan.kill_every > 0 else float("inf")
+        # Half a period off, so no kill falls on the end of warm-up or the middle of a run
+        # whose warm-up is a whole number of periods.
+        next_kill = start + plan.kill_every / 2 if plan.kill_every > 0 else float("inf")
         end = start + plan.duration
         while (now := time.monotonic()) < end:
             if now >= next_kill:
-                kills += _kill_one(front, rng)
+                kills += _kill_youngest(front)
                 next_kill += plan.kill_every
             if now >= next_sample:
                 sample = sampler.sample(soak.counts.turns)
