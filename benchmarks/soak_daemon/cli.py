@@ -50,8 +50,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     add = parser.add_argument
     add("--short", action="store_true", help=f"a half-minute run with looser bounds: {SHORT}")
-    add("--duration", type=float, default=720.0, help="seconds of load (default 720)")
-    add("--warmup", type=float, default=0.25, help="share of the run that is warm-up")
+    add("--duration", type=float, default=900.0, help="seconds of load (default 900)")
+    add("--warmup", type=float, default=0.33, help="share of the run that is warm-up (0.33)")
     add("--sample-every", type=float, default=5.0, help="seconds between samples (default 5)")
     add("--churners", type=int, default=8, help="editors running episodes (default 8)")
     add("--long-sessions", type=int, default=2, help="sessions prompted all run (default 2)")
