@@ -99,7 +99,11 @@ def _print_sample(sample: Sample) -> None:
 
 
 def _report(args: argparse.Namespace, plan: Plan, result: Result, warmup_end: float) -> int:
-    ratios = growth(result.samples, warmup_end, plan.workers)
+    try:
+        ratios = growth(result.samples, warmup_end, plan.workers)
+    except ValueError as exc:  # too few samples to compare: nothing can be said to be met
+        print(f"MISSED: {exc}")
+        return 1
     bounds = Bounds(args.max_growth, args.wal_limit_mib)
     verdict = judge(ratios, result.samples, warmup_end, result.left, bounds)
     counts = result.counts
