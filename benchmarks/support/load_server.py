@@ -18,6 +18,10 @@ A prompt that reads ``long reply: N x S`` is answered, unpaced and without tools
 text reply of ``N`` fragments of ``S`` characters each (``long_reply_prompt``): one session
 producing far more than the others, for the fairness benchmark.
 
+``--usage-from-size`` reports each request's input tokens as its body's bytes over four
+(instead of a fixed 100), so a session's usage grows with its history the way a real
+model's does and ``--context-window`` / ``--compact-at`` compact it when it gets long.
+
 ``--tool read_file`` makes every tool call a ``read_file`` of ``BENCH_FILE`` instead of
 ``bench_tool``: an agent started as ``toolprep acp`` has only the built-in tools, and that
 one needs no permission and costs next to nothing. Its arguments come in about as many
@@ -73,6 +77,9 @@ TEXT_FRAGMENT = 5
 ARGS_FRAGMENT = {"bench_tool": 24, "read_file": 3}
 """Characters per argument fragment: ``read_file``'s short arguments in about as many
 fragments (about a dozen) as ``bench_tool``'s long ones."""
+
+BYTES_PER_TOKEN = 4
+"""What ``--usage-from-size`` takes a token to be: about what English text averages."""
 
 _STAMP = "@SENT_NS@"
 """Stands in a tool-call id for the send time, written in just before the event leaves."""
@@ -144,11 +151,17 @@ class TurnMaker:
     """The responder: a realistic turn for each request, from one seeded random sequence."""
 
     def __init__(
-        self, rate: float, stall: bool, seed: int = 7, tool: BenchToolName = "bench_tool"
+        self,
+        rate: float,
+        stall: bool,
+        seed: int = 7,
+        tool: BenchToolName = "bench_tool",
+        usage_from_size: bool = False,
     ) -> None:
         self.interval = 1.0 / rate if rate > 0 else 0.0
         self.stall = stall
         self.tool = tool
+        self.usage_from_size = usage_from_size
         self._rng = random.Random(seed)
         self._counter = itertools.count(1)
         self._lock = threading.Lock()  # handler threads share the random sequence
@@ -163,6 +176,9 @@ class TurnMaker:
             n = next(self._counter)
             calls = self._calls(n, anthropic) if with_tools else []
         text = "I'll edit the files now." if with_tools else "All done."
+        input_tokens = 100
+        if self.usage_from_size:
+            input_tokens = int(request.headers.get("content-length") or 0) // BYTES_PER_TOKEN
         if anthropic:
             transcript = anthropic_sse(
                 text,
@@ -173,7 +189,7 @@ class TurnMaker:
                 args_fragment_size=ARGS_FRAGMENT[self.tool],
                 message_id=f"msg_{n}",
                 model="bench",
-                input_tokens=100,
+                input_tokens=input_tokens,
                 output_tokens=50,
             )
         else:
@@ -184,7 +200,7 @@ class TurnMaker:
                 args_fragment_size=ARGS_FRAGMENT[self.tool],
                 completion_id=f"chatcmpl-{n}",
                 model="bench",
-                prompt_tokens=100,
+                prompt_tokens=input_tokens,
                 completion_tokens=50,
             )
         events = split_sse_events(transcript)
@@ -219,8 +235,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--stall", action="store_true")
     parser.add_argument("--tool", choices=TOOLS, default="bench_tool")
+    parser.add_argument("--usage-from-size", action="store_true")
     args = parser.parse_args(argv)
-    responder = TurnMaker(args.rate, args.stall, tool=args.tool)
+    responder = TurnMaker(
+        args.rate, args.stall, tool=args.tool, usage_from_size=args.usage_from_size
+    )
     with FakeProviderServer(port=args.port, responder=responder, keep_requests=False) as server:
         print(server.base_url.rsplit(":", 1)[1], flush=True)
         threading.Event().wait()

@@ -52,18 +52,27 @@ class LoopbackServer:
 
 @contextmanager
 def loopback_server(
-    rate: float, *, stall: bool = False, tool: str = "bench_tool", python: str = sys.executable
+    rate: float,
+    *,
+    stall: bool = False,
+    tool: str = "bench_tool",
+    python: str = sys.executable,
+    usage_from_size: bool = False,
 ) -> Iterator[LoopbackServer]:
     """Start the provider process, yield it once it listens, always stop it.
 
     ``tool`` is what its tool calls name (``load_server.TOOLS``); ``python`` the
     interpreter it runs on (one that has this checkout's ``toolprep`` installed: the
-    server is the test kit's loopback provider). It runs in the repository's root, so
-    ``benchmarks`` is importable whatever the caller's working directory.
+    server is the test kit's loopback provider). ``usage_from_size`` makes it report a
+    request's input tokens from its size (``load_server --usage-from-size``). It runs in
+    the repository's root, so ``benchmarks`` is importable whatever the caller's working
+    directory.
     """
     command = [python, "-m", "benchmarks.support.load_server", "--rate", str(rate), "--tool", tool]
     if stall:
         command.append("--stall")
+    if usage_from_size:
+        command.append("--usage-from-size")
     with port_reporting_process(command, "load_server", cwd=REPO) as (process, port):
         yield LoopbackServer(process, port)
 
