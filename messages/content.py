@@ -75,8 +75,11 @@ Part: TypeAlias = TextPart | ThoughtPart | FunctionCallPart | FunctionResponsePa
 """Any piece of a message's content: what a turn's history is made of."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Content:
+    """One message of a conversation. Weakly referable: a provider's cache of an encoded
+    history lives no longer than the history's first message."""
+
     role: Role
     parts: tuple[Part, ...] = ()
 

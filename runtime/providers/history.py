@@ -27,7 +27,7 @@ from typing import Any, Final
 import orjson
 
 from toolprep.messages.content import Content, FunctionResponse
-from toolprep.runtime.providers.request_body import IdentityCache, encode_request_body
+from toolprep.runtime.providers.request_body import WeakIdentityCache, encode_request_body
 
 __all__ = [
     "MISSING_RESULT",
@@ -81,6 +81,9 @@ SESSIONS_KEPT: Final = 4096
 class HistoryBytes:
     """One wire's history -> the JSON items of its ``messages`` array, cached per session.
 
+    An entry lives as long as its history's first message does: a closed session's, or
+    the history a compaction replaced, goes with it (``WeakIdentityCache``).
+
     ``items`` returns the cached buffer itself: use it at once (join it into the body),
     since the session's next request extends it in place. That keeps a request to one
     copy of the history, the one into its body, instead of one more per request.
@@ -95,7 +98,7 @@ class HistoryBytes:
     ) -> None:
         self._convert = convert
         self._continues = continues
-        self._cache: IdentityCache[Content, _Encoded] = IdentityCache(limit)
+        self._cache: WeakIdentityCache[Content, _Encoded] = WeakIdentityCache(limit)
 
     def __len__(self) -> int:
         return len(self._cache)

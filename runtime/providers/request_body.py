@@ -17,6 +17,7 @@ standard library encoder, as the SDK would have used.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -24,7 +25,13 @@ import orjson
 
 from toolprep.runtime.providers.base import StreamError, ToolDeclaration
 
-__all__ = ["IdentityCache", "ToolsJson", "encode_request_body", "stream_body"]
+__all__ = [
+    "IdentityCache",
+    "ToolsJson",
+    "WeakIdentityCache",
+    "encode_request_body",
+    "stream_body",
+]
 
 
 def encode_request_body(params: Mapping[str, Any] | list[Any]) -> bytes:
@@ -87,6 +94,54 @@ class IdentityCache(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class WeakIdentityCache(Generic[K, V]):
+    """Values keyed by an object's identity that live no longer than the object: an entry
+    goes when nothing else holds its key (and, past ``limit`` entries, the least recently
+    stored goes).
+
+    For values that are large and only useful with their key: a session's encoded
+    history, keyed by its first message, goes with the session (closed, or compacted
+    into a history that starts anew) instead of waiting to be the oldest of ``limit``.
+    An entry's removal may race with a store under the same key from another thread; the
+    worst that costs is a miss.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._entries: dict[int, tuple[weakref.ref[Any], V]] = {}
+
+    def get(self, key: K) -> V | None:
+        entry = self._entries.get(id(key))
+        if entry is None or entry[0]() is not key:
+            return None
+        return entry[1]
+
+    def put(self, key: K, value: V) -> None:
+        entries = self._entries
+        ident = id(key)
+        entries.pop(ident, None)
+        entries[ident] = (weakref.ref(key, _forget_from(entries, ident)), value)
+        if len(entries) > self._limit:
+            del entries[next(iter(entries))]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _forget_from(
+    entries: dict[int, tuple[weakref.ref[Any], Any]], ident: int
+) -> Callable[[weakref.ref[Any]], None]:
+    """The callback that removes ``ident``'s entry once its key is collected (not a newer
+    entry under a reused id). It holds the table, not the cache."""
+
+    def forget(ref: weakref.ref[Any]) -> None:
+        entry = entries.get(ident)
+        if entry is not None and entry[0] is ref:
+            entries.pop(ident, None)
+
+    return forget
 
 
 class ToolsJson:

@@ -9,6 +9,7 @@ contents may be converted again.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -113,14 +114,13 @@ def test_every_turn_of_a_growing_session_sends_the_full_conversion(wire: str) ->
 Conversion = Callable[[Sequence[Content]], tuple[list[dict[str, Any]], bool]]
 
 
-@pytest.mark.parametrize(
-    ("conversion", "continues"),
-    [
-        (anthropic_messages, lambda m: m[0]["role"] == "assistant"),
-        (openai_messages, lambda m: True),
-    ],
-    ids=WIRES,
-)
+ENCODERS = [
+    pytest.param(anthropic_messages, lambda m: m[0]["role"] == "assistant", id="anthropic"),
+    pytest.param(openai_messages, lambda m: True, id="openai"),
+]
+
+
+@pytest.mark.parametrize(("conversion", "continues"), ENCODERS)
 def test_only_the_contents_added_since_the_last_request_are_converted(
     conversion: Conversion, continues: Callable[[list[dict[str, Any]]], bool]
 ) -> None:
@@ -142,3 +142,28 @@ def test_only_the_contents_added_since_the_last_request_are_converted(
     rewritten = (summary_message("summary"), *history[-4:])
     assert encoder.items(rewritten) == orjson.dumps(conversion(rewritten)[0])[1:-1]
     assert converted[-1] == len(rewritten)  # a rewrite starts over
+
+
+@pytest.mark.parametrize(("conversion", "continues"), ENCODERS)
+def test_a_history_nobody_holds_any_more_leaves_the_cache(
+    conversion: Conversion, continues: Callable[[list[dict[str, Any]]], bool]
+) -> None:
+    """A closed session's history, or the one a compaction replaced, is not kept for
+    ``SESSIONS_KEPT`` more sessions: long histories would hold megabytes each."""
+    encoder = HistoryBytes(conversion, continues)
+    kept: tuple[Content, ...] = (_user("kept"), _calls("k0"), _results("k0"))
+    history: tuple[Content, ...] = (_user("start"),)
+    for n in range(20):
+        history += (_calls(f"c{n}"), _results(f"c{n}"))
+    encoder.items(kept)
+    encoder.items(history)
+    assert len(encoder) == 2
+    compacted = (summary_message("summary"), *history[-2:])
+    encoder.items(compacted)
+    del history  # the session now holds only the compacted history
+    gc.collect()
+    assert len(encoder) == 2  # the kept session's and the compacted one's
+    del compacted  # the session closed
+    gc.collect()
+    assert len(encoder) == 1
+    assert encoder.items(kept) == orjson.dumps(conversion(kept)[0])[1:-1]
