@@ -183,9 +183,8 @@ class SessionSupervisor(RoleActor):
             msg.reply.set_result(TurnResult(None, error=f"Unknown session: {msg.session_id}"))
             return
         if session.turn is not None:
-            msg.reply.set_result(
-                TurnResult(None, error="A prompt is already running in this session")
-            )
+            refused = "A prompt is already running in this session: wait for its reply or cancel it"
+            msg.reply.set_result(TurnResult(None, error=refused, failure="turn_running"))
             return
         window = self.routes[session.first_route].window
         if oversized_prompt(msg.prompt, window):

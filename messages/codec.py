@@ -21,7 +21,7 @@ from toolprep.messages.content import (
     ThoughtPart,
     Usage,
 )
-from toolprep.messages.turns import StopReason, TurnResult, UserMessage
+from toolprep.messages.turns import StopReason, TurnFailure, TurnResult, UserMessage
 
 __all__ = [
     "CodecError",
@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 _STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
+_TURN_FAILURES: frozenset[str] = frozenset(get_args(TurnFailure))
 
 
 class CodecError(ValueError):
@@ -154,7 +155,7 @@ def load_result(raw: Any) -> TurnResult:
     if error is not None and not isinstance(error, str):
         raise CodecError(f"a turn error must be text, not {error!r}")
     failure = raw.get("failure")
-    if failure not in (None, "model_request", "prompt_too_large"):
+    if failure is not None and failure not in _TURN_FAILURES:
         raise CodecError(f"unknown turn failure {failure!r}")
     loaded_usage = None
     match usage:

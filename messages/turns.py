@@ -29,11 +29,13 @@ EndReason = DiscardReason
 """Why an attempt was abandoned; its cards not yet running are discarded for that reason."""
 
 
-TurnFailure = Literal["model_request", "prompt_too_large"]
+TurnFailure = Literal["model_request", "prompt_too_large", "turn_running"]
 """Why a turn ended without a stop reason, when the agent itself is not at fault:
 ``model_request``, the provider failed the request and no retry or fallback was left;
 ``prompt_too_large``, the prompt did not fit the model's context window, so it was
-refused and left out of the history (the session goes on as before it)."""
+refused and left out of the history (the session goes on as before it);
+``turn_running``, the session was still running another turn (one at a time), so the
+prompt was refused and left out."""
 
 
 @dataclass(frozen=True, slots=True)

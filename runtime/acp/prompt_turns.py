@@ -20,7 +20,12 @@ from toolprep.runtime.acp.errors import INVALID_PARAMS, MODEL_REQUEST_FAILED, Rp
 from toolprep.runtime.acp.jsonrpc_connection import JsonRpcConnection
 from toolprep.runtime.acp.jsonrpc_router import DEFERRED
 from toolprep.runtime.acp.prompt_content import parse_prompt
-from toolprep.runtime.acp.session_errors import SESSION_NOT_FOUND, no_worker, read_only
+from toolprep.runtime.acp.session_errors import (
+    SESSION_NOT_FOUND,
+    TURN_RUNNING,
+    no_worker,
+    read_only,
+)
 from toolprep.runtime.kernel.session_host import (
     NoWorkerAvailable,
     SessionHost,
@@ -89,6 +94,8 @@ class PromptTurns:
                         message = f"The model request failed: {result.error or 'no reason given'}"
                     case "prompt_too_large":  # the editor's to fix: send less
                         code, message = INVALID_PARAMS, result.error or "The message is too large"
+                    case "turn_running":  # the editor's to fix: one turn at a time
+                        code, message = TURN_RUNNING, result.error or "A turn is running"
                     case None:
                         code, message = -32603, result.error or "Turn failed"
                     case _:

@@ -24,6 +24,7 @@ __all__ = [
     "SESSION_LIMIT",
     "SESSION_NOT_FOUND",
     "STORE_READ_ONLY",
+    "TURN_RUNNING",
     "in_use",
     "no_worker",
     "read_only",
@@ -38,6 +39,9 @@ SESSION_IN_USE = -32003
 STORE_READ_ONLY = -32004
 """A server error: the session store cannot be written, so no session or turn starts
 (``data.cause`` says why); listing and loading sessions still work."""
+TURN_RUNNING = -32006
+"""A server error: the session is running a turn already (one at a time); the prompt was
+refused and left out of the session. Wait for the running turn's reply, or cancel it."""
 NO_WORKER = -32005
 """A server error: the worker process serving the session (or, for a new session, every
 worker process) is down, waiting to restart (``data.retryAfter`` says in how many seconds,

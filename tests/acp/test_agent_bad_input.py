@@ -202,3 +202,27 @@ def test_stdin_eof_mid_turn_discards_cards_and_exits(
             frames.append(message["params"]["update"])
     check_cards(frames)
     assert lifecycle(frames) == {"call_eof": ["preparing", "discarded"]}
+
+
+def test_a_second_prompt_while_a_turn_runs_is_refused_by_its_own_code(
+    own_agent: tuple[AgentProcess, FakeProviderServer], tmp_path: Path
+) -> None:
+    """One turn at a time: the editor's mistake, told as such (not -32603, the agent's own
+    faults), and the running turn goes on."""
+    raw, server = own_agent
+    server.enqueue(sc.prepared_then_stall("anthropic", ("call_first", "read_file", {"path": "a"})))
+    session_id = _still_works(raw, tmp_path, 10)
+    prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]}
+    raw.send({"jsonrpc": "2.0", "id": 11, "method": "session/prompt", "params": prompt})
+    frames: list[dict[str, Any]] = []
+    while not any((f.get("_meta") or {}).get("phase") == "preparing" for f in frames):
+        message = raw.read()
+        if message.get("method") == "session/update":
+            frames.append(message["params"]["update"])
+    raw.send({"jsonrpc": "2.0", "id": 12, "method": "session/prompt", "params": prompt})
+    error = _error(raw, 12)
+    assert error["code"] == -32006, error
+    assert "already running" in str(error["message"]), error
+    raw.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})
+    reply, _ = raw.read_until_id(11)
+    assert reply["result"]["stopReason"] == "cancelled", reply
