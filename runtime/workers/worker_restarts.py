@@ -85,7 +85,10 @@ class WorkerRestarts:
             match call.kind:
                 case "prompt":
                     call.turn.set_result(TurnResult(None, error=lost))
-                case "open" | "answer":  # asked again once a successor serves the session
+                case "open":  # a new or loaded session: asked again on a successor
+                    gone = f"the worker process opening this session {how}"
+                    call.future.set_exception(WorkerCrashed(gone, wait))
+                case "answer":  # asked again once a successor serves the session
                     gone = f"the worker process serving this session {how}"
                     call.future.set_exception(WorkerCrashed(gone, wait))
         worker.transport.close()
