@@ -21,6 +21,7 @@ of new contents may follow cached ones (``continues``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -63,13 +64,16 @@ def json_items(values: list[Any]) -> bytes:
 
 class _Encoded:
     """One session's messages up to ``count`` contents, ending at ``last``, as JSON items:
-    the first ``length`` bytes of ``buffer``, which grows in place as the session does."""
+    the first ``length`` bytes of ``buffer``, which grows in place as the session does.
+
+    ``last`` is held weakly: for a one-message history (a compaction's summary request)
+    it is the cache's key itself, which a strong reference would keep alive for ever."""
 
     __slots__ = ("buffer", "count", "last", "length")
 
     def __init__(self, count: int, last: Content, buffer: bytearray) -> None:
         self.count = count
-        self.last = last
+        self.last = weakref.ref(last)
         self.buffer = buffer
         self.length = len(buffer)
 
@@ -111,7 +115,7 @@ class HistoryBytes:
         if (
             cached is None
             or len(history) < cached.count
-            or history[cached.count - 1] is not cached.last
+            or history[cached.count - 1] is not cached.last()
         ):
             return self._encode_all(history)
         if len(history) == cached.count:

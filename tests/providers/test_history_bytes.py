@@ -167,3 +167,18 @@ def test_a_history_nobody_holds_any_more_leaves_the_cache(
     gc.collect()
     assert len(encoder) == 1
     assert encoder.items(kept) == orjson.dumps(conversion(kept)[0])[1:-1]
+
+
+@pytest.mark.parametrize(("conversion", "continues"), ENCODERS)
+def test_a_one_message_history_leaves_the_cache_with_its_message(
+    conversion: Conversion, continues: Callable[[list[dict[str, Any]]], bool]
+) -> None:
+    """A compaction's summary request is a history of one message: the cache's key is also
+    its last message, which must not keep it alive."""
+    encoder = HistoryBytes(conversion, continues)
+    summary_request: tuple[Content, ...] = (_user("Summarise this conversation: ..."),)
+    encoder.items(summary_request)
+    assert len(encoder) == 1
+    del summary_request
+    gc.collect()
+    assert len(encoder) == 0
