@@ -69,6 +69,7 @@ from benchmarks.support.loopback import LoopbackServer as LoopbackServer  # noqa
 from benchmarks.support.loopback import loopback_server as loopback_server  # noqa: E402
 from benchmarks.support.loopback import port_reporting_process as port_reporting_process  # noqa: E402
 from benchmarks.support.loopback import server_stats as server_stats  # noqa: E402
+from benchmarks.support.loopback import write_bench_file as write_bench_file  # noqa: E402
 
 # --- meters -----------------------------------------------------------------------------------
 
@@ -481,19 +482,26 @@ class CliAgent:
         return sum(_safe_status(rss_kib, pid) for pid in self.processes())
 
 
+def children(pid: int) -> list[int]:
+    """``pid``'s children, as ``/proc`` lists them now (none if it is gone)."""
+    found: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:
+        return found
+    for task in tasks:
+        try:
+            found.extend(int(c) for c in (task / "children").read_text().split())
+        except FileNotFoundError:
+            continue
+    return found
+
+
 def process_tree(pid: int) -> list[int]:
     """``pid`` and its descendants, as ``/proc`` lists them now (gone ones are skipped)."""
     found = [pid]
     for parent in found:  # grows while walked: breadth first
-        try:
-            tasks = list(Path(f"/proc/{parent}/task").iterdir())
-        except FileNotFoundError:
-            continue
-        for task in tasks:
-            try:
-                found.extend(int(c) for c in (task / "children").read_text().split())
-            except FileNotFoundError:
-                continue
+        found.extend(children(parent))
     return found
 
 

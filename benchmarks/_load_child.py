@@ -553,9 +553,7 @@ def run_child(spec: ChildSpec) -> dict[str, Any]:
         stack.callback(client.close_input)  # before the agent is reaped: its input must end
         client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="toolprep-load-"))
-        Path(workdir, h.BENCH_FILE).write_text(
-            "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
-        )
+        h.write_bench_file(workdir)
         idle.threads_started = agent.threads()
         opened = _open_sessions(client, agent, spec, workdir, idle)
         peaks = Peaks(agent, idle.threads_idle, idle.rss_after)

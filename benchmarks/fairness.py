@@ -198,9 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolprep-fair-")))
         workdir = scratch / "work"
         workdir.mkdir()
-        (workdir / h.BENCH_FILE).write_text(
-            "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
-        )
+        h.write_bench_file(workdir)
         server = stack.enter_context(h.loopback_server(args.rate, tool="read_file"))
         daemon = stack.enter_context(
             serve_daemon(

@@ -216,9 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(tmp)
         workdir = scratch / "work"
         workdir.mkdir()
-        (workdir / h.BENCH_FILE).write_text(
-            "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
-        )
+        h.write_bench_file(workdir)
         idle = _idle(args, scratch, workdir)
         active = _active(args, scratch, workdir)
     report = {"sessions": args.sessions, "turns": args.turns, "idle": idle, "active": active}

@@ -140,9 +140,7 @@ def _bench_setting(stack: ExitStack, rate: float) -> tuple[Path, Path, h.Loopbac
     scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="toolprep-serve-")))
     workdir = scratch / "work"
     workdir.mkdir()
-    (workdir / h.BENCH_FILE).write_text(
-        "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21)), encoding="utf-8"
-    )
+    h.write_bench_file(workdir)
     return scratch, workdir, stack.enter_context(h.loopback_server(rate, tool="read_file"))
 
 

@@ -46,20 +46,6 @@ starts again from zero."""
 METRICS_TIMEOUT_S = 10.0
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except FileNotFoundError:
-        return found
-    for task in tasks:
-        try:
-            found.extend(int(c) for c in (task / "children").read_text().split())
-        except FileNotFoundError:
-            continue
-    return found
-
-
 def _cmdline(pid: int) -> list[str]:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -80,7 +66,7 @@ def _started(pid: int) -> int:
 def worker_pids(front: int) -> list[int]:
     """The front's worker processes now (not its log keeper, not tool processes), oldest
     first."""
-    found = [pid for pid in _children(front) if WORKER_MODULE in _cmdline(pid)]
+    found = [pid for pid in h.children(front) if WORKER_MODULE in _cmdline(pid)]
     return sorted(found, key=_started)
 
 

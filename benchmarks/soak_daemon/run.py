@@ -95,8 +95,7 @@ def _settle(url: str, token: str, timeout: float) -> tuple[dict[str, float], flo
 
 def _bench_file(workdir: Path) -> None:
     workdir.mkdir()
-    lines = "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21))
-    (workdir / h.BENCH_FILE).write_text(lines, encoding="utf-8")
+    h.write_bench_file(workdir)
 
 
 def run(plan: Plan, on_sample: Any = None) -> Result:

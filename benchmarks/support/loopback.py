@@ -35,6 +35,12 @@ working directory. Here, not in ``load_server``, because a benchmark child on an
 revision's interpreter imports this module and that revision may lack the test kit."""
 
 
+def write_bench_file(workdir: Path | str) -> None:
+    """Put ``BENCH_FILE`` (twenty short lines) in ``workdir``, which must exist."""
+    lines = "".join(f"line {i}: alpha beta gamma delta\n" for i in range(1, 21))
+    Path(workdir, BENCH_FILE).write_text(lines, encoding="utf-8")
+
+
 @dataclass
 class LoopbackServer:
     """``benchmarks.support.load_server`` running in its own process."""
